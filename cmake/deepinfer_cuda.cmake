@@ -1,0 +1,18 @@
+# CUDA is optional: detected at configure time. The CI machine has nvcc but no GPU, so every CUDA
+# source must compile there; GPU tests skip at run time when no device is present.
+set(DEEPINFER_HAVE_CUDA OFF)
+if(NOT DEEPINFER_CUDA STREQUAL "OFF")
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    set(CMAKE_CUDA_ARCHITECTURES ${DEEPINFER_CUDA_ARCHS})
+    enable_language(CUDA)
+    set(CMAKE_CUDA_STANDARD 20)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    find_package(CUDAToolkit REQUIRED)
+    set(DEEPINFER_HAVE_CUDA ON)
+  elseif(DEEPINFER_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "DEEPINFER_CUDA=ON but no CUDA compiler was found (set CUDACXX or PATH)")
+  endif()
+endif()
+message(STATUS "deepinfer CUDA backend: ${DEEPINFER_HAVE_CUDA}")

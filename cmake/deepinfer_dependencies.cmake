@@ -1,0 +1,21 @@
+# Third-party dependencies, all from Debian packages (tools/install_deps.sh installs them).
+# Header-only where the library allows it, so the GPU machine needs only carried headers.
+find_package(nlohmann_json 3.10 REQUIRED)
+find_package(CLI11 REQUIRED)
+find_package(fmt 9 REQUIRED)
+find_package(Threads REQUIRED)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+find_package(OpenMP)
+
+if(DEEPINFER_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+  include(GoogleTest)
+endif()
+if(DEEPINFER_BUILD_BENCH)
+  find_package(benchmark QUIET)
+  if(NOT benchmark_FOUND)
+    message(STATUS "Google Benchmark not found: benchmarks are not built")
+    set(DEEPINFER_BUILD_BENCH OFF)
+  endif()
+endif()

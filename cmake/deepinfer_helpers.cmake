@@ -1,0 +1,76 @@
+# Helpers that give every target of ours the same standard, warnings and include roots.
+
+# Warnings are errors in our code only (third-party headers come in as SYSTEM).
+set(DEEPINFER_WARNINGS -Wall -Wextra -Wpedantic -Werror -Wshadow -Wnon-virtual-dtor
+    -Wno-error=deprecated-declarations)
+
+if(DEEPINFER_SANITIZE)
+  add_compile_options(-fsanitize=${DEEPINFER_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  add_link_options(-fsanitize=${DEEPINFER_SANITIZE})
+endif()
+
+function(deepinfer_target_defaults target)
+  target_compile_features(${target} PUBLIC cxx_std_20)
+  target_include_directories(${target} PUBLIC
+    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/src>
+    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>)
+  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${DEEPINFER_WARNINGS}>)
+endfunction()
+
+# deepinfer_add_library(NAME SOURCES a.cpp b.cpp [CUDA_SOURCES k.cu] DEPS lib...)
+# CUDA_SOURCES are compiled only when the CUDA backend is enabled.
+function(deepinfer_add_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;CUDA_SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
+  set(sources ${ARG_SOURCES})
+  if(DEEPINFER_HAVE_CUDA)
+    list(APPEND sources ${ARG_CUDA_SOURCES})
+  endif()
+  add_library(${name} STATIC ${sources})
+  deepinfer_target_defaults(${name})
+  target_link_libraries(${name} PUBLIC ${ARG_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
+  if(DEEPINFER_HAVE_CUDA AND ARG_CUDA_SOURCES)
+    set_target_properties(${name} PROPERTIES CUDA_SEPARABLE_COMPILATION OFF)
+    target_link_libraries(${name} PUBLIC CUDA::cudart)
+  endif()
+endfunction()
+
+# deepinfer_add_test(NAME SOURCES a_test.cpp DEPS lib... [LABELS unit] [TIMEOUT s])
+function(deepinfer_add_test name)
+  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  deepinfer_target_defaults(${name})
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
+  target_compile_definitions(${name} PRIVATE
+    DEEPINFER_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
+    DEEPINFER_BINARY_DIR="${PROJECT_BINARY_DIR}")
+  if(NOT ARG_LABELS)
+    set(ARG_LABELS unit)
+  endif()
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 300)
+  endif()
+  gtest_discover_tests(${name} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT}
+                       DISCOVERY_TIMEOUT 60)
+endfunction()
+
+# deepinfer_add_fuzzer(NAME SOURCES f.cpp DEPS lib... [CORPUS dir]): a libFuzzer target, built only
+# with DEEPINFER_FUZZ=ON and clang. CTest runs each one briefly over its seed corpus.
+function(deepinfer_add_fuzzer name)
+  cmake_parse_arguments(ARG "" "CORPUS" "SOURCES;DEPS" ${ARGN})
+  if(NOT DEEPINFER_FUZZ)
+    return()
+  endif()
+  add_executable(${name} ${ARG_SOURCES})
+  deepinfer_target_defaults(${name})
+  target_compile_options(${name} PRIVATE -fsanitize=fuzzer,address,undefined)
+  target_link_options(${name} PRIVATE -fsanitize=fuzzer,address,undefined)
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS})
+  set(corpus_args "")
+  if(ARG_CORPUS)
+    set(corpus_args ${ARG_CORPUS})
+  endif()
+  add_test(NAME fuzz.${name}
+           COMMAND ${name} -max_total_time=20 -timeout=5 -rss_limit_mb=2048 ${corpus_args})
+  set_tests_properties(fuzz.${name} PROPERTIES LABELS fuzz TIMEOUT 120)
+endfunction()

@@ -1,0 +1,17 @@
+// Each `deepinfer` subcommand lives in its own file and registers itself on the CLI11 app through
+// one function declared here; main.cpp calls them all. A command returns the process exit code.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace deepinfer::cli {
+
+// Sets `run` as the handler of `subcommand`: when chosen, main() calls it and exits with its
+// result; a deepinfer::Error it throws becomes one line on stderr and exit code 1.
+void set_handler(CLI::App* subcommand, std::function<int()> run);
+
+void register_version(CLI::App& app);
+
+}  // namespace deepinfer::cli

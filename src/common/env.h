@@ -1,0 +1,28 @@
+// Every DEEPINFER_* environment variable is read here, once, into one typed struct; the README's
+// table lists them. Nothing else in the code calls getenv.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace deepinfer::env {
+
+struct Flags {
+  std::string log_level = "warn";         // DEEPINFER_LOG_LEVEL
+  std::string hf_model_dir;               // DEEPINFER_HF_MODEL_DIR: default model for examples
+  bool batch_invariant = false;           // DEEPINFER_BATCH_INVARIANT
+  bool enable_mtp_varlen = false;         // DEEPINFER_ENABLE_MTP_VARLEN
+  int use_nextn_decode = 5;               // DEEPINFER_USE_NEXTN_DECODE: max draft length
+  std::string yoco_prefill_truncation_mode;  // DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE ("" or compact)
+  int yoco_prefill_keep_tokens = 140;     // DEEPINFER_YOCO_PREFILL_KEEP_TOKENS
+  int num_threads = 0;                    // DEEPINFER_NUM_THREADS: CPU backend threads, 0 = all cores
+};
+
+// Parsed on first use; a malformed value throws deepinfer::Error naming the variable and value.
+const Flags& flags();
+
+// Parses flags from an arbitrary lookup (tests use this; flags() uses getenv).
+Flags parse(std::optional<std::string> (*lookup)(const char* name));
+
+}  // namespace deepinfer::env
