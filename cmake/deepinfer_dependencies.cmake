@@ -4,8 +4,14 @@ find_package(nlohmann_json 3.10 REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(fmt 9 REQUIRED)
 find_package(Threads REQUIRED)
-find_package(PkgConfig REQUIRED)
-pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+# PCRE2 through find_library rather than pkg-config, so a relocated copy of the headers and
+# libraries (tools/gpu/collect_deps.sh, for the GPU machine) works through CMAKE_PREFIX_PATH.
+find_path(PCRE2_INCLUDE_DIR pcre2.h REQUIRED)
+find_library(PCRE2_LIBRARY NAMES libpcre2-8.a pcre2-8 REQUIRED)
+add_library(PkgConfig::PCRE2 INTERFACE IMPORTED)
+target_include_directories(PkgConfig::PCRE2 SYSTEM INTERFACE ${PCRE2_INCLUDE_DIR})
+target_link_libraries(PkgConfig::PCRE2 INTERFACE ${PCRE2_LIBRARY})
+target_compile_definitions(PkgConfig::PCRE2 INTERFACE PCRE2_CODE_UNIT_WIDTH=8)
 find_package(OpenMP)
 
 if(DEEPINFER_BUILD_TESTS)
