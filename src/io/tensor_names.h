@@ -1,0 +1,38 @@
+// Tensor-name mapping: every checkpoint is addressed by DeepSeek's own names
+// ("layers.3.attn.wq_a.weight", "layers.3.ffn.experts.7.w1.scale"), whether it stores them as
+// DeepSeek does (no prefix), with HF's `model.` prefix, or under HF transformers' renamed modules
+// (MODEL_SPEC A2.5: self_attn.q_a_proj, mlp.experts.gate_up_proj, weight_scale_inv, ...).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace deepinfer::io {
+
+// How one stored tensor maps onto DeepSeek names.
+struct CanonicalName {
+  enum class Kind : std::uint8_t {
+    kPlain,          // one stored tensor = one DeepSeek tensor (`name`)
+    kStackedGateUp,  // HF mlp.experts.gate_up_proj[_scale_inv]: [E, 2I, ...] = per expert w1 rows then w3 rows
+    kStackedDown,    // HF mlp.experts.down_proj[_scale_inv]: [E, D, ...] = per expert w2
+  };
+  Kind kind = Kind::kPlain;
+  // kPlain: the DeepSeek name. Stacked: the prefix "layers.L.ffn.experts" (expert e's names are
+  // "<prefix>.<e>.w1.weight" etc.).
+  std::string name;
+  bool scale = false;  // stacked only: the tensor holds scales (…_scale_inv), not weights
+  // True when the stored name used any HF spelling (prefix or renamed module).
+  bool renamed = false;
+};
+
+// Maps a stored tensor name to DeepSeek's naming. Names that are already DeepSeek's come back
+// unchanged. Returns nullopt for names HF adds that have no DeepSeek counterpart (none today;
+// reserved) — callers keep such tensors under their stored name.
+CanonicalName canonical_tensor_name(std::string_view stored);
+
+// "layers.3.ffn.experts.7.w1.weight" for (prefix "layers.3.ffn.experts", expert 7, "w1", scale=false).
+std::string expert_tensor_name(std::string_view prefix, std::int64_t expert, std::string_view which, bool scale);
+
+}  // namespace deepinfer::io
