@@ -13,5 +13,7 @@ namespace deepinfer::cli {
 void set_handler(CLI::App* subcommand, std::function<int()> run);
 
 void register_version(CLI::App& app);
+// `tokenize` and `detokenize` (tokenize_command.cpp).
+void register_tokenize(CLI::App& app);
 
 }  // namespace deepinfer::cli

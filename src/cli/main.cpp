@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   CLI::App app{"deepinfer: inference engine for the DeepSeek-V4 model family", "deepinfer"};
   app.require_subcommand(1);
   cli::register_version(app);
+  cli::register_tokenize(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

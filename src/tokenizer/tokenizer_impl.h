@@ -1,0 +1,45 @@
+// Internal: the state behind Tokenizer, shared by tokenizer.cpp (encode/decode) and
+// tokenizer_loader.cpp (building it from tokenizer.json).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tokenizer/added_vocabulary.h"
+#include "tokenizer/bpe_model.h"
+#include "tokenizer/pre_tokenizer.h"
+#include "tokenizer/tokenizer.h"
+
+namespace deepinfer::tokenizer {
+
+struct Tokenizer::Impl {
+  BpeModel model;
+  PreTokenizer pre_tokenizer;
+  AddedVocabulary added;
+
+  // Per id, over the whole id range: the token string (added content first, as HF's
+  // id_to_token), the bytes it decodes to (in one arena), and flags.
+  std::vector<std::string> token_strings;
+  std::string bytes_arena;
+  std::vector<std::uint32_t> bytes_offsets;  // size vocab_size + 1
+  std::vector<std::uint8_t> id_flags;        // kValidId | kSpecialId
+  StringIdMap string_to_id;
+
+  SpecialTokens specials;
+  std::vector<TokenId> prefix;  // added by add_special_tokens
+  std::vector<TokenId> suffix;
+
+  static constexpr std::uint8_t kValidId = 1;
+  static constexpr std::uint8_t kSpecialId = 2;
+};
+
+class TokenizerLoader {
+ public:
+  static Tokenizer build(std::string_view tokenizer_json, std::string_view config_json, std::string_view source);
+
+ private:
+  static Tokenizer build_checked(std::string_view tokenizer_json, std::string_view config_json,
+                                 const std::string& source);
+};
+
+}  // namespace deepinfer::tokenizer
