@@ -96,8 +96,7 @@ struct QuantizationConfig {
   bool fp8 = false;         // dense projections are FP8 E4M3 with per-block scales
   int block_rows = 0;       // weight_block_size (V4 128x128, V4.1 32x32); 0 when not fp8
   int block_cols = 0;
-  std::string scale_fmt;    // "ue8m0" (power-of-two scales) or "" when not fp8
-  std::string activation_scheme;  // "dynamic" or ""
+  std::string scale_fmt;    // "ue8m0" (power-of-two scales); "" when not fp8 or not stated
   ExpertFormat expert_format = ExpertFormat::kUnspecified;
   bool operator==(const QuantizationConfig&) const = default;
 };
@@ -139,10 +138,6 @@ struct VisionConfig {
   bool present = false;
   int num_layers = 0;
   int hidden_size = 0;
-  int num_heads = 0;
-  int intermediate_size = 0;
-  int patch_size = 0;
-  std::int64_t image_token_id = -1;
   bool operator==(const VisionConfig&) const = default;
 };
 

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <string_view>
 
@@ -22,14 +21,14 @@ struct CanonicalName {
   // kPlain: the DeepSeek name. Stacked: the prefix "layers.L.ffn.experts" (expert e's names are
   // "<prefix>.<e>.w1.weight" etc.).
   std::string name;
-  bool scale = false;  // stacked only: the tensor holds scales (…_scale_inv), not weights
-  // True when the stored name used any HF spelling (prefix or renamed module).
-  bool renamed = false;
+  bool scale = false;     // stacked only: the tensor holds scales (…_scale_inv), not weights
+  bool prefixed = false;  // the stored name began with HF's `model.`
+  bool renamed = false;   // the stored name used HF's module names (self_attn, mlp, q_a_proj, ...)
 };
 
-// Maps a stored tensor name to DeepSeek's naming. Names that are already DeepSeek's come back
-// unchanged. Returns nullopt for names HF adds that have no DeepSeek counterpart (none today;
-// reserved) — callers keep such tensors under their stored name.
+// Maps a stored tensor name to DeepSeek's naming. Names that are already DeepSeek's (including
+// V4.1's, V4-only and V4.1-only ones alike) come back unchanged; names this mapping does not
+// know keep their (prefix-stripped) spelling.
 CanonicalName canonical_tensor_name(std::string_view stored);
 
 // "layers.3.ffn.experts.7.w1.weight" for (prefix "layers.3.ffn.experts", expert 7, "w1", scale=false).

@@ -80,7 +80,7 @@ struct StoredWeight {
 };
 
 struct ManifestReport {
-  std::vector<ManifestIssue> issues;       // missing / mis-shaped / wrong dtype (required tensors)
+  std::vector<ManifestIssue> issues;       // required tensors missing; any tensor mis-shaped or mis-typed
   std::vector<ManifestIssue> optional_missing;
   std::vector<std::string> unexpected;     // stored tensors the manifest does not list
   std::vector<StoredWeight> stored;        // parallel to the manifest; bytes 0 if missing
