@@ -13,6 +13,20 @@ target_include_directories(PkgConfig::PCRE2 SYSTEM INTERFACE ${PCRE2_INCLUDE_DIR
 target_link_libraries(PkgConfig::PCRE2 INTERFACE ${PCRE2_LIBRARY})
 target_compile_definitions(PkgConfig::PCRE2 INTERFACE PCRE2_CODE_UNIT_WIDTH=8)
 find_package(OpenMP)
+# cpp-httplib: Debian ships it compiled (libcpp-httplib.so) with CPPHTTPLIB_OPENSSL_SUPPORT, which
+# adds a member to httplib::Request, so every user must compile with the same macro (and therefore
+# see the OpenSSL headers). Without either, the server is not built.
+find_path(HTTPLIB_INCLUDE_DIR httplib.h)
+find_library(HTTPLIB_LIBRARY NAMES cpp-httplib)
+find_path(HTTPLIB_OPENSSL_INCLUDE_DIR openssl/ssl.h)
+if(HTTPLIB_INCLUDE_DIR AND HTTPLIB_LIBRARY AND HTTPLIB_OPENSSL_INCLUDE_DIR)
+  add_library(deepinfer::httplib INTERFACE IMPORTED)
+  target_include_directories(deepinfer::httplib SYSTEM INTERFACE ${HTTPLIB_INCLUDE_DIR} ${HTTPLIB_OPENSSL_INCLUDE_DIR})
+  target_link_libraries(deepinfer::httplib INTERFACE ${HTTPLIB_LIBRARY} Threads::Threads)
+  target_compile_definitions(deepinfer::httplib INTERFACE CPPHTTPLIB_OPENSSL_SUPPORT)
+else()
+  message(STATUS "cpp-httplib or OpenSSL headers not found: the HTTP server is not built")
+endif()
 
 if(DEEPINFER_BUILD_TESTS)
   find_package(GTest REQUIRED)
