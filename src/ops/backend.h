@@ -1,0 +1,134 @@
+// The op interface every backend implements (CPU reference, CUDA): memory movement plus one
+// virtual function per model op. Outputs are preallocated by the caller (so a CUDA backend can
+// capture graphs); activations may be f32 or bf16 — each op computes in f32 and rounds to the
+// output tensor's dtype. Every op is row-wise batch invariant: an output row depends only on
+// its own inputs, never on how many rows were computed together.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include "ops/op_types.h"
+#include "tensor/tensor.h"
+
+namespace deepinfer::ops {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string_view name() const = 0;
+  virtual Device device() const = 0;
+
+  // ---- memory -----------------------------------------------------------------------------
+  // Uninitialised device memory.
+  virtual Tensor empty(const Shape& shape, DType dtype) = 0;
+  // Copies between any two tensors of equal shape and dtype (host or this device); rows may be
+  // strided along dim 0.
+  virtual void copy(const Tensor& src, Tensor& dst) = 0;
+  // A device copy of a host weight (zero-copy on the CPU backend).
+  virtual Tensor upload(const Tensor& host) = 0;
+  // Sets every element of a float tensor to `value` (±inf allowed).
+  virtual void fill(Tensor& dst, float value) = 0;
+  // Elementwise dtype conversion (f32 <-> bf16), equal shapes.
+  virtual void convert(const Tensor& src, Tensor& dst) = 0;
+  // Waits for queued work (no-op on the CPU).
+  virtual void synchronize() = 0;
+
+  // ---- elementwise / rows -----------------------------------------------------------------
+  // out[t, ..., :] = table[ids[t], :] for every middle index (expands one embedding to n copies).
+  // ids: i32 [T]; table: f32/bf16 [V, D]; out: [T, D] or [T, n, D].
+  virtual void embedding(const Tensor& ids, const Tensor& table, Tensor& out) = 0;
+  // out[i, :] = src[rows[i], :]; rows: i32 [n].
+  virtual void gather_rows(const Tensor& src, const Tensor& rows, Tensor& out) = 0;
+  // dst logical row rows[i] = src[i, :]; rows: i32 [n].
+  virtual void scatter_rows(const Tensor& src, const RowView& dst, const Tensor& rows) = 0;
+  // out = a + b (equal shapes).
+  virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;
+  // out = a * s.
+  virtual void scale(const Tensor& a, float s, Tensor& out) = 0;
+
+  // ---- linear algebra ---------------------------------------------------------------------
+  // out[M, N] = x[M, K] · Wᵀ, accumulated in f32 in an order fixed per output element.
+  // x rows may be strided (dim-0 stride >= K); so may out's (grouped projections use views).
+  virtual void linear(const Tensor& x, const LinearWeight& w, const LinearOptions& options, Tensor& out) = 0;
+
+  // ---- normalisation / position -------------------------------------------------------------
+  // RMSNorm over the last dim: out = x · rsqrt(mean(x²) + eps) (· weight when given).
+  virtual void rms_norm(const Tensor& x, const Tensor* weight, float eps, Tensor& out) = 0;
+  // In place on x [T, H, d] (or [T, d]): interleaved-pair rotation of the last rope_dim dims by
+  // angle positions[t] · inv_freq[i]; inverse = the conjugate rotation. positions: i32 [T].
+  virtual void rope(Tensor& x, const Tensor& positions, const RopeTable& table, bool inverse) = 0;
+  // In place, each row's last dim (a power of two): normalised Walsh–Hadamard (Sylvester order,
+  // scale n^-1/2).
+  virtual void hadamard(Tensor& x) = 0;
+
+  // ---- quantise → dequantise (reference QAT) ------------------------------------------------
+  // In place on columns [col_begin, col_end) of each row: FP8 E4M3 per block of `block` with
+  // power-of-two scales (MODEL_SPEC A3.2).
+  virtual void fake_quant_fp8(Tensor& x, std::int64_t col_begin, std::int64_t col_end, int block) = 0;
+  // In place on whole rows: FP4 E2M1 per block with the given scale kind.
+  virtual void fake_quant_fp4(Tensor& x, int block, Fp4ScaleKind scale_kind) = 0;
+
+  // ---- attention ---------------------------------------------------------------------------
+  // Sparse MQA with a per-head sink. q: [T, H, d]; the KV rows are the concatenation of
+  // `sources` (source s covers virtual rows [Σ_{<s} num_rows, +num_rows)); indices: i32 [T, K]
+  // into that concatenation, -1 = skip. Online softmax over blocks of options.block indices; the
+  // sink adds exp(sink_h - max) to the denominator only. out: [T, H, d].
+  virtual void sparse_attention(const Tensor& q, std::span<const RowView> sources, const Tensor& indices,
+                                const Tensor& sinks, const AttentionOptions& options, Tensor& out) = 0;
+  // Lightning-indexer scores: out[t, s] = Σ_h weights[t, h] · ReLU(q[t, h] · keys[s]) for the
+  // first num_keys rows of keys. q: [T, H, d]; weights: f32 [T, H]; out: f32 [T, num_keys]
+  // (row stride may exceed num_keys).
+  virtual void indexer_scores(const Tensor& q, const RowView& keys, std::int64_t num_keys, const Tensor& weights,
+                              Tensor& out) = 0;
+  // Per row t: the k highest scores among the entries visible at positions[t] (entry s visible
+  // iff (s + 1) · ratio <= positions[t] + 1), ordered by score descending then index ascending;
+  // writes index + offset, or -1 where fewer than k entries are visible. out: i32 [T, k] (rows
+  // may be strided).
+  virtual void topk_visible(const Tensor& scores, const Tensor& positions, int ratio, int k, int offset,
+                            Tensor& out) = 0;
+
+  // ---- KV compressor -------------------------------------------------------------------------
+  // Feeds the projected rows of consecutive positions start_pos … start_pos+T-1 of one sequence
+  // (kv, score: f32 [T, coff·d]; ape: f32 [ratio, coff·d]) into `state` and writes one pooled
+  // f32 row per group completed by these tokens, in order, to out [n_complete, d].
+  virtual void compressor_update(const Tensor& kv, const Tensor& score, const Tensor& ape, std::int64_t start_pos,
+                                 CompressorState& state, Tensor& out) = 0;
+
+  // ---- mHC (hyper-connections) ---------------------------------------------------------------
+  // From the stream x [T, n, D]: mixes = (fn · flat(x)) · rsqrt(mean(x²) + norm_eps); pre/post/comb
+  // per MODEL_SPEC A4.2 with Sinkhorn; y[T, D] = Σ_i pre_i x_i; post: f32 [T, n]; comb: f32 [T, n, n].
+  virtual void hc_pre(const Tensor& x, const HcWeights& w, const HcOptions& options, Tensor& y, Tensor& post,
+                      Tensor& comb) = 0;
+  // out[t, k, :] = post[t, k] · f[t, :] + Σ_j comb[t, j, k] · residual[t, j, :].
+  virtual void hc_post(const Tensor& f, const Tensor& residual, const Tensor& post, const Tensor& comb,
+                       Tensor& out) = 0;
+  // Final collapse: y = Σ_i (sigmoid(mix_i · scale + base_i) + hc_eps) · x_i.
+  virtual void hc_head(const Tensor& x, const HcWeights& w, const HcOptions& options, Tensor& y) = 0;
+
+  // ---- MoE -----------------------------------------------------------------------------------
+  // Router: scores = score_func(logits); selection = top-k of scores + bias (learned) or
+  // tid2eid[token_ids] (hash); weights = normalised unbiased scores of the selection · route_scale.
+  // logits: f32 [T, E]; bias: f32 [E] or null; tid2eid: i32 [V, k] or null (then token_ids null);
+  // expert_ids: i32 [T, k]; weights: f32 [T, k].
+  virtual void moe_route(const Tensor& logits, const Tensor* bias, const Tensor* tid2eid, const Tensor* token_ids,
+                         const RouteOptions& options, Tensor& expert_ids, Tensor& weights) = 0;
+  // out[t] = Σ_k w2_e(weights[t,k] · silu(clamp(w1_e x)) · clamp(w3_e x)) over e = expert_ids[t,k],
+  // accumulated in f32 in ascending expert order. x: [T, D]; out: f32 [T, D].
+  virtual void moe_experts(const Tensor& x, const Tensor& expert_ids, const Tensor& weights,
+                           std::span<const ExpertWeights> experts, const MoeOptions& options, Tensor& out) = 0;
+  // out = silu(min(gate, limit)) · clamp(up, -limit, limit) (limit 0 = no clamp).
+  virtual void swiglu(const Tensor& gate, const Tensor& up, float limit, Tensor& out) = 0;
+
+  // ---- sampling helpers ----------------------------------------------------------------------
+  // out[t] = argmax over logits[t, :] (lowest index on ties). out: i32 [T].
+  virtual void argmax(const Tensor& logits, Tensor& out) = 0;
+};
+
+// The CPU reference backend (OpenMP threads; DEEPINFER_NUM_THREADS).
+std::unique_ptr<Backend> make_cpu_backend();
+
+}  // namespace deepinfer::ops

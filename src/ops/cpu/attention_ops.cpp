@@ -1,0 +1,216 @@
+// CPU sparse attention with sinks (the reference kernel's online softmax over index blocks) and
+// the lightning indexer's scores and visibility-masked top-k.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <vector>
+
+#include "ops/cpu/cpu_backend.h"
+#include "ops/cpu/gemm.h"
+#include "ops/cpu/rows.h"
+
+namespace deepinfer::ops::cpu {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// The concatenation of several RowViews, addressed by a virtual row number.
+class ConcatRows {
+ public:
+  explicit ConcatRows(std::span<const RowView> views) {
+    std::int64_t offset = 0;
+    for (const auto& v : views) {
+      sources_.push_back(as_source(v));
+      starts_.push_back(offset);
+      offset += v.num_rows;
+    }
+    total_ = offset;
+  }
+  std::int64_t total() const { return total_; }
+  std::int64_t width() const { return sources_.empty() ? 0 : sources_.front().rows.width; }
+  const std::vector<RowSource>& sources() const { return sources_; }
+
+  // Row r as f32 (converted into buf when stored as bf16).
+  const float* row(std::int64_t r, float* buf) const {
+    std::size_t s = sources_.size() - 1;
+    while (starts_[s] > r) --s;
+    const RowSource& src = sources_[s];
+    const std::int64_t local = r - starts_[s];
+    const std::uint8_t* p = src.row_ptr(local);
+    if (src.rows.is_f32()) return reinterpret_cast<const float*>(p);
+    const auto* h = reinterpret_cast<const std::uint16_t*>(p);
+    for (std::int64_t i = 0; i < src.rows.width; ++i) buf[i] = bf16_to_f32(h[i]);
+    return buf;
+  }
+
+ private:
+  std::vector<RowSource> sources_;
+  std::vector<std::int64_t> starts_;
+  std::int64_t total_ = 0;
+};
+
+// One (token, head) of sparse attention. acc (d floats) receives the output.
+void attend_one(const float* q, const ConcatRows& kv, const std::int32_t* idx, std::int64_t k_count, float sink,
+                const AttentionOptions& options, float* acc, float* row_buf) {
+  const std::int64_t d = kv.width();
+  std::fill(acc, acc + d, 0.0f);
+  float running_max = kNegInf;
+  float denom = 0.0f;
+  float scores[256];
+  const float* rows[256];
+  const int block = std::clamp(options.block, 1, 256);
+  for (std::int64_t b0 = 0; b0 < k_count; b0 += block) {
+    const std::int64_t len = std::min<std::int64_t>(block, k_count - b0);
+    float block_max = kNegInf;
+    for (std::int64_t j = 0; j < len; ++j) {
+      const std::int32_t r = idx[b0 + j];
+      if (r < 0) {
+        scores[j] = kNegInf;
+        rows[j] = nullptr;
+        continue;
+      }
+      // Rows are re-read for the P·V pass below, so bf16 rows are converted into per-slot buffers.
+      rows[j] = kv.row(r, row_buf + j * d);
+      scores[j] = dot_f32(q, rows[j], d) * options.scale;
+      block_max = std::max(block_max, scores[j]);
+    }
+    const float new_max = std::max(running_max, block_max);
+    if (new_max == kNegInf) continue;  // nothing visible yet
+    const float rescale = std::exp(running_max - new_max);
+    float block_sum = 0.0f;
+    for (std::int64_t i = 0; i < d; ++i) acc[i] *= rescale;
+    for (std::int64_t j = 0; j < len; ++j) {
+      if (rows[j] == nullptr) continue;
+      const float p = std::exp(scores[j] - new_max);
+      block_sum += p;
+      const float pv = options.round_probs_bf16 ? round_to_bf16(p) : p;
+      const float* v = rows[j];
+      for (std::int64_t i = 0; i < d; ++i) acc[i] += pv * v[i];
+    }
+    denom = denom * rescale + block_sum;
+    running_max = new_max;
+  }
+  if (running_max == kNegInf) return;  // no key at all: zero output
+  denom += std::exp(sink - running_max);
+  for (std::int64_t i = 0; i < d; ++i) acc[i] /= denom;
+}
+
+}  // namespace
+
+void CpuBackend::sparse_attention(const Tensor& q, std::span<const RowView> sources, const Tensor& indices,
+                                  const Tensor& sinks, const AttentionOptions& options, Tensor& out) {
+  DI_CHECK(q.ndim() == 3 && out.shape() == q.shape(), "sparse_attention: q {} and out {} must be [T, H, d]",
+           q.shape(), out.shape());
+  DI_CHECK(!sources.empty(), "sparse_attention: no KV sources");
+  const ConcatRows kv(sources);
+  const std::int64_t t_count = q.dim(0);
+  const std::int64_t heads = q.dim(1);
+  const std::int64_t d = q.dim(2);
+  DI_CHECK(kv.width() == d, "sparse_attention: KV rows of {} for head_dim {}", kv.width(), d);
+  for (const auto& s : kv.sources())
+    DI_CHECK(s.rows.width == d, "sparse_attention: KV sources must share the row width {}", d);
+  DI_CHECK(indices.dtype() == DType::kI32 && indices.ndim() == 2 && indices.dim(0) == t_count &&
+               indices.stride(1) == 1,
+           "sparse_attention: indices {} must be i32 [T={}, K]", indices.shape(), t_count);
+  DI_CHECK(sinks.dtype() == DType::kF32 && sinks.numel() == heads, "sparse_attention: sinks {} for {} heads",
+           sinks.shape(), heads);
+  DI_CHECK(options.block > 0 && options.block <= 256, "sparse_attention: block {} must be in [1, 256]",
+           options.block);
+  const std::int64_t k_count = indices.dim(1);
+  const std::int64_t idx_stride = indices.stride(0);
+  const std::int32_t* idx = indices.data<std::int32_t>();
+  for (std::int64_t t = 0; t < t_count; ++t)
+    for (std::int64_t j = 0; j < k_count; ++j) {
+      const std::int32_t r = idx[t * idx_stride + j];
+      DI_CHECK(r >= -1 && r < kv.total(), "sparse_attention: index {} outside the {} KV rows", r, kv.total());
+    }
+  const Rows rq = as_rows(q, d);
+  const Rows ro = as_rows(out, d);
+  const float* sink = sinks.data<float>();
+#pragma omp parallel for schedule(dynamic, 1) collapse(2)
+  for (std::int64_t t = 0; t < t_count; ++t) {
+    for (std::int64_t h = 0; h < heads; ++h) {
+      const std::int64_t r = t * heads + h;
+      const float* qv = load_row(rq, r, scratch(0, d));
+      float* acc = scratch(1, d);
+      float* row_buf = scratch(2, static_cast<std::size_t>(options.block * d));
+      attend_one(qv, kv, idx + t * idx_stride, k_count, sink[h], options, acc, row_buf);
+      store_row(ro, r, acc);
+    }
+  }
+}
+
+void CpuBackend::indexer_scores(const Tensor& q, const RowView& keys, std::int64_t num_keys, const Tensor& weights,
+                                Tensor& out) {
+  DI_CHECK(q.ndim() == 3, "indexer_scores: q {} must be [T, H, d]", q.shape());
+  const std::int64_t t_count = q.dim(0);
+  const std::int64_t heads = q.dim(1);
+  const std::int64_t d = q.dim(2);
+  const RowSource k = as_source(keys);
+  DI_CHECK(k.rows.width == d && num_keys <= k.num_rows, "indexer_scores: {} keys of width {} for q {}", num_keys,
+           k.rows.width, q.shape());
+  DI_CHECK(weights.dtype() == DType::kF32 && weights.numel() == t_count * heads && weights.is_contiguous(),
+           "indexer_scores: weights {} for q {}", weights.shape(), q.shape());
+  DI_CHECK(out.dtype() == DType::kF32 && out.ndim() == 2 && out.dim(0) == t_count && out.dim(1) >= num_keys &&
+               out.stride(1) == 1,
+           "indexer_scores: out {} for {} tokens × {} keys", out.shape(), t_count, num_keys);
+  const Rows rq = as_rows(q, d);
+  const float* w = weights.data<float>();
+  float* o = out.data<float>();
+  const std::int64_t o_stride = out.stride(0);
+#pragma omp parallel for schedule(static)
+  for (std::int64_t t = 0; t < t_count; ++t) {
+    float* qbuf = scratch(0, static_cast<std::size_t>(heads * d));
+    for (std::int64_t h = 0; h < heads; ++h) {
+      const float* qv = load_row(rq, t * heads + h, qbuf + h * d);
+      if (qv != qbuf + h * d) std::copy(qv, qv + d, qbuf + h * d);
+    }
+    float* kbuf = scratch(1, d);
+    for (std::int64_t s = 0; s < num_keys; ++s) {
+      const std::uint8_t* p = k.row_ptr(s);
+      const float* kv = reinterpret_cast<const float*>(p);
+      if (!k.rows.is_f32()) {
+        const auto* bits = reinterpret_cast<const std::uint16_t*>(p);
+        for (std::int64_t i = 0; i < d; ++i) kbuf[i] = bf16_to_f32(bits[i]);
+        kv = kbuf;
+      }
+      float score = 0.0f;
+      for (std::int64_t h = 0; h < heads; ++h)
+        score += w[t * heads + h] * std::max(dot_f32(qbuf + h * d, kv, d), 0.0f);
+      o[t * o_stride + s] = score;
+    }
+  }
+}
+
+void CpuBackend::topk_visible(const Tensor& scores, const Tensor& positions, int ratio, int k, int offset,
+                              Tensor& out) {
+  DI_CHECK(scores.dtype() == DType::kF32 && scores.ndim() == 2 && scores.stride(1) == 1,
+           "topk_visible: scores {} must be f32 [T, n]", scores.shape());
+  const std::int64_t t_count = scores.dim(0);
+  const std::int64_t n = scores.dim(1);
+  DI_CHECK(positions.dtype() == DType::kI32 && positions.numel() == t_count, "topk_visible: {} positions for {} rows",
+           positions.numel(), t_count);
+  DI_CHECK(out.dtype() == DType::kI32 && out.ndim() == 2 && out.dim(0) == t_count && out.dim(1) == k &&
+               out.stride(1) == 1,
+           "topk_visible: out {} must be i32 [{}, {}]", out.shape(), t_count, k);
+  DI_CHECK(ratio > 0 && k >= 0, "topk_visible: ratio {} / k {}", ratio, k);
+  const float* sc = scores.data<float>();
+  const std::int32_t* pos = positions.data<std::int32_t>();
+  std::int32_t* o = out.data<std::int32_t>();
+#pragma omp parallel for schedule(static)
+  for (std::int64_t t = 0; t < t_count; ++t) {
+    const std::int64_t visible = std::min<std::int64_t>(n, (static_cast<std::int64_t>(pos[t]) + 1) / ratio);
+    const float* row = sc + t * scores.stride(0);
+    thread_local std::vector<std::int32_t> order;
+    order.resize(static_cast<std::size_t>(std::max<std::int64_t>(visible, 0)));
+    std::iota(order.begin(), order.end(), 0);
+    const std::int64_t take = std::min<std::int64_t>(k, visible);
+    auto better = [row](std::int32_t a, std::int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); };
+    std::partial_sort(order.begin(), order.begin() + take, order.end(), better);
+    std::int32_t* dst = o + t * out.stride(0);
+    for (std::int64_t j = 0; j < k; ++j) dst[j] = j < take ? order[static_cast<std::size_t>(j)] + offset : -1;
+  }
+}
+
+}  // namespace deepinfer::ops::cpu

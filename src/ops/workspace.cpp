@@ -1,0 +1,57 @@
+// Workspace arena: blocks of backend memory handed out in 64-byte aligned slices.
+#include "ops/workspace.h"
+
+#include <algorithm>
+#include <cstdint>
+
+namespace deepinfer::ops {
+namespace {
+
+constexpr std::size_t kAlign = 64;
+constexpr std::size_t kMinBlock = std::size_t{1} << 20;
+
+std::size_t align_up(std::size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+}  // namespace
+
+Workspace::Workspace(Backend& backend, std::size_t initial_bytes) : backend_(backend) {
+  if (initial_bytes > 0) add_block(initial_bytes);
+}
+
+void Workspace::add_block(std::size_t bytes) {
+  Block block;
+  block.memory = backend_.empty(Shape{static_cast<std::int64_t>(align_up(bytes))}, DType::kU8);
+  blocks_.push_back(std::move(block));
+}
+
+Tensor Workspace::alloc(const Shape& shape, DType dtype) {
+  const std::size_t bytes = align_up(std::max<std::size_t>(dtype_bytes(dtype, shape.numel()), 1));
+  if (blocks_.empty() || blocks_.back().used + bytes > static_cast<std::size_t>(blocks_.back().memory.numel())) {
+    add_block(std::max({bytes, kMinBlock, capacity_bytes()}));
+  }
+  Block& block = blocks_.back();
+  auto* base = static_cast<std::uint8_t*>(block.memory.raw_data()) + block.used;
+  block.used += bytes;
+  used_total_ += bytes;
+  peak_total_ = std::max(peak_total_, used_total_);
+  // The arena owns the memory; tensors borrow it until reset().
+  return Tensor::view_of(base, shape, dtype, nullptr, backend_.device());
+}
+
+void Workspace::reset() {
+  if (blocks_.size() > 1) {
+    const std::size_t total = std::max(peak_total_, capacity_bytes());
+    blocks_.clear();
+    add_block(total);
+  }
+  for (auto& block : blocks_) block.used = 0;
+  used_total_ = 0;
+}
+
+std::size_t Workspace::capacity_bytes() const {
+  std::size_t total = 0;
+  for (const auto& block : blocks_) total += static_cast<std::size_t>(block.memory.numel());
+  return total;
+}
+
+}  // namespace deepinfer::ops

@@ -1,0 +1,39 @@
+// Workspace: a bump arena of backend memory for one forward pass's temporaries. reset() makes
+// everything reusable; after a pass that needed more than one block, the next reset coalesces
+// them so steady-state passes allocate nothing (and device pointers stay stable for graphs).
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "ops/backend.h"
+
+namespace deepinfer::ops {
+
+class Workspace {
+ public:
+  explicit Workspace(Backend& backend, std::size_t initial_bytes = 0);
+
+  // A tensor carved from the arena; valid until the next reset().
+  Tensor alloc(const Shape& shape, DType dtype);
+  // Drops every tensor handed out since the last reset.
+  void reset();
+
+  std::size_t capacity_bytes() const;
+  std::size_t used_bytes() const { return used_total_; }
+
+ private:
+  struct Block {
+    Tensor memory;  // u8 [bytes]
+    std::size_t used = 0;
+  };
+
+  Backend& backend_;
+  std::vector<Block> blocks_;
+  std::size_t used_total_ = 0;
+  std::size_t peak_total_ = 0;
+
+  void add_block(std::size_t bytes);
+};
+
+}  // namespace deepinfer::ops
