@@ -33,6 +33,12 @@ std::string ConfigFields::names(Spellings spellings) const {
   return out;
 }
 
+bool ConfigFields::any_present(Spellings fields) const {
+  for (const auto name : fields)
+    if (lookup(name) != nullptr) return true;
+  return false;
+}
+
 std::optional<ConfigFields::Found> ConfigFields::find(Spellings spellings) const {
   std::optional<Found> found;
   for (const auto spelling : spellings) {

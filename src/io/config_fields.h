@@ -32,6 +32,8 @@ class ConfigFields {
   };
   std::optional<Found> find(Spellings spellings) const;
   bool has(Spellings spellings) const { return find(spellings).has_value(); }
+  // Whether any of several different fields is present (no agreement check between them).
+  bool any_present(Spellings fields) const;
 
   std::optional<std::int64_t> opt_int(Spellings spellings, std::int64_t min, std::int64_t max) const;
   std::int64_t req_int(Spellings spellings, std::int64_t min, std::int64_t max) const;

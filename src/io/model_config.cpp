@@ -67,9 +67,9 @@ ModelArch detect_arch(const ConfigFields& top, const json& text) {
   }
   if (arch) return *arch;
   const ConfigFields f(text, top.source());
-  if (f.has({"kv_source_layers", "kv_source_layer_ids", "index_source_layers", "engram_layer_ids"}))
+  if (f.any_present({"kv_source_layers", "kv_source_layer_ids", "index_source_layers", "engram_layer_ids"}))
     return ModelArch::kDeepseekV41;
-  if (f.has({"dim", "n_layers"})) return ModelArch::kDeepseekV4;
+  if (f.any_present({"dim", "n_layers"})) return ModelArch::kDeepseekV4;
   top.fail("cannot tell the architecture: no model_type or architectures, and not DeepSeek's inference/config.json");
 }
 

@@ -103,7 +103,7 @@ void parse_draft(ModelConfig& c, const ConfigFields& f, const std::vector<int>& 
       stage_ratios.empty() ? std::nullopt : std::optional<std::int64_t>(static_cast<std::int64_t>(stage_ratios.size()));
   const auto n_mtp = f.opt_int({"n_mtp_layers"}, 0, 64);
   const auto nextn = f.opt_int({"num_nextn_predict_layers"}, 0, 64);
-  const bool dspark = f.has({"dspark_block_size", "dspark_target_layer_ids", "dspark_noise_token_id", "dspark_markov_rank"});
+  const bool dspark = f.any_present({"dspark_block_size", "dspark_target_layer_ids", "dspark_noise_token_id", "dspark_markov_rank"});
   DraftConfig& d = c.draft;
   if (c.arch == ModelArch::kDeepseekV4 && dspark) {
     // V4-0731 keeps num_nextn_predict_layers = 1 next to 3 DSpark stages: it does not count them (P27).
