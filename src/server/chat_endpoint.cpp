@@ -31,6 +31,7 @@ struct ChatState {
   ChatRequest request;
   std::unique_ptr<GenerationSession> session;
   std::vector<ChatChoice> choices;
+  bool thinking = false;  // the prompt opened a thinking block
   const TextCodec* codec = nullptr;
 
   // Folds one output into its choice; returns the delta to stream.
@@ -40,7 +41,7 @@ struct ChatState {
     ChatDelta delta = choice.parser->feed(out.text);
     if (out.finished) append(delta, choice.parser->finish());
     name_tool_calls(choice, delta);
-    if (request.prompt.thinking && !choice.reasoning_done) {
+    if (thinking && !choice.reasoning_done) {
       if (delta.content.empty() && delta.tool_calls.empty()) choice.reasoning_tokens += static_cast<int>(out.token_ids.size());
       else choice.reasoning_done = true;
     }
@@ -86,10 +87,10 @@ struct ChatState {
     UsageCounts usage;
     usage.prompt_tokens = session->prompt_tokens(0);
     usage.cached_tokens = session->cached_tokens(0);
-    if (request.prompt.thinking) usage.reasoning_tokens = 0;
+    if (thinking) usage.reasoning_tokens = 0;
     for (std::size_t i = 0; i < choices.size(); ++i) {
       usage.completion_tokens += session->completion_tokens(i);
-      if (request.prompt.thinking) *usage.reasoning_tokens += choices[i].reasoning_tokens;
+      if (thinking) *usage.reasoning_tokens += choices[i].reasoning_tokens;
     }
     return usage;
   }
@@ -141,7 +142,7 @@ Reply chat_whole(const EndpointContext& ctx, ChatState& s) {
     const bool has_calls = !c.tool_calls.empty();
     nlohmann::json message = {{"role", "assistant"},
                               {"content", c.content.empty() && has_calls ? nlohmann::json() : nlohmann::json(c.content)}};
-    if (s.request.prompt.thinking) message["reasoning_content"] = c.reasoning;
+    if (s.thinking) message["reasoning_content"] = c.reasoning;
     if (has_calls) message["tool_calls"] = c.tool_calls;
     choices.push_back(
         {{"index", i}, {"message", std::move(message)}, {"logprobs", s.take_logprobs(c)}, {"finish_reason", c.finish_reason}});
@@ -164,26 +165,22 @@ void check_supported(const EndpointContext& ctx, const ChatRequest& request) {
 Reply handle_chat_completions(const EndpointContext& ctx, std::string_view body) {
   const auto& codec = ctx.backend.codec();
   auto state = std::make_unique<ChatState>();
-  state->request = parse_chat_request(parse_json_body(body), codec.vocab_size(), ctx.config.chat_defaults);
+  state->request = parse_chat_request(parse_json_body(body), parse_ordered_json_body(body), codec.vocab_size(),
+                                      ctx.config.chat_defaults);
   auto& request = state->request;
   check_supported(ctx, request);
   state->codec = &codec;
   state->meta = {make_response_id("chatcmpl-"), unix_time_now(), resolve_model_name(ctx, request.common.model)};
-  std::vector<int32_t> prompt;
-  try {
-    prompt = ctx.backend.encode_chat(request.prompt);
-  } catch (const ApiError&) {
-    throw;
-  } catch (const Error& e) {
-    throw ApiError(400, e.what(), "messages");
-  }
+  const EncodedChat prompt = encode_chat_request(ctx, request.encode_request);
+  state->thinking = prompt.thinking;
   SamplingOptions sampling = request.common.sampling;
-  sampling.max_tokens = resolve_max_tokens(ctx, prompt.size(), request.common.max_tokens, std::nullopt, "messages");
+  sampling.max_tokens =
+      resolve_max_tokens(ctx, prompt.token_ids.size(), request.common.max_tokens, std::nullopt, "messages");
   state->session = std::make_unique<GenerationSession>(ctx.backend, ctx.metrics, state->meta.id);
-  submit_choices(*state->session, prompt, sampling, request.common.n);
+  submit_choices(*state->session, prompt.token_ids, sampling, request.common.n);
   for (int i = 0; i < request.common.n; ++i) {
     ChatChoice choice;
-    choice.parser = ctx.backend.chat_output_parser(request.prompt);
+    choice.parser = ctx.backend.chat_output_parser(prompt.thinking, request.parse_tool_calls);
     state->choices.push_back(std::move(choice));
   }
   if (!request.common.stream) return chat_whole(ctx, *state);

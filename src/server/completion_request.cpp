@@ -59,18 +59,15 @@ CompletionRequest parse_completion_request(const nlohmann::json& body, int32_t v
   return request;
 }
 
-TokenizeRequest parse_tokenize_request(const nlohmann::json& body, const ChatDefaults& defaults) {
+TokenizeRequest parse_tokenize_request(const nlohmann::json& body, const nlohmann::ordered_json& ordered_body,
+                                       const ChatDefaults& defaults) {
   const JsonFields fields(body, "");
   TokenizeRequest request;
   request.model = fields.string("model").value_or("");
-  if (const auto* messages = fields.get("messages")) {
+  if (fields.has("messages")) {
     if (fields.has("prompt")) bad_field("prompt", "cannot be combined with 'messages'");
     request.is_chat = true;
-    request.chat.messages = normalize_messages(*messages);
-    if (const auto* tools = fields.get("tools")) request.chat.tools = normalize_tools(*tools);
-    request.chat.add_generation_prompt = fields.boolean("add_generation_prompt").value_or(true);
-    parse_chat_mode(fields, defaults, request.chat);
-    request.add_special_tokens = fields.boolean("add_special_tokens").value_or(false);
+    request.encode_request = chat_encode_request(fields, ordered_body, defaults);
     return request;
   }
   const auto prompt = fields.string("prompt");

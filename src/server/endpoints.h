@@ -58,8 +58,9 @@ std::string resolve_model_name(const EndpointContext& ctx, const std::string& re
 // by the context left), with 400s for a prompt or total over max_model_len.
 int resolve_max_tokens(const EndpointContext& ctx, std::size_t prompt_tokens, std::optional<int> requested,
                        std::optional<int> default_tokens, const char* prompt_field);
-// Submits `n` choices of one prompt, seeding choice i with choice_seed(seed, i); turns backend
-// refusals into 503 / 400.
+// The chat encoding's prompt; its errors become 400s.
+EncodedChat encode_chat_request(const EndpointContext& ctx, const nlohmann::ordered_json& request);
+// Submits `n` choices of one prompt; turns backend refusals into 503 / 400.
 void submit_choices(GenerationSession& session, const std::vector<int32_t>& prompt, const SamplingOptions& sampling,
                     int n);
 // Waits for every choice of a non-streamed request, calling `consume` on each output; a 503 if

@@ -67,18 +67,14 @@ int resolve_max_tokens(const EndpointContext& ctx, std::size_t prompt_tokens, st
 
 void submit_choices(GenerationSession& session, const std::vector<int32_t>& prompt, const SamplingOptions& sampling,
                     int n) {
-  for (int i = 0; i < n; ++i) {
-    SamplingOptions choice = sampling;
-    if (sampling.seed) choice.seed = choice_seed(*sampling.seed, static_cast<std::size_t>(i));
-    try {
-      session.submit(prompt, std::move(choice));
-    } catch (const QueueFullError& e) {
-      throw ApiError(503, fmt::format("The server is overloaded: {}. Retry later.", e.what()), "", "queue_full");
-    } catch (const ApiError&) {
-      throw;
-    } catch (const Error& e) {
-      throw ApiError(400, e.what());
-    }
+  try {
+    session.submit(prompt, sampling, n);
+  } catch (const QueueFullError& e) {
+    throw ApiError(503, fmt::format("The server is overloaded: {}. Retry later.", e.what()), "", "queue_full");
+  } catch (const ApiError&) {
+    throw;
+  } catch (const Error& e) {
+    throw ApiError(400, e.what());
   }
 }
 
@@ -104,21 +100,21 @@ Reply handle_model(const EndpointContext& ctx, const std::string& name) {
           nullptr};
 }
 
-Reply handle_tokenize(const EndpointContext& ctx, std::string_view body) {
-  const auto request = parse_tokenize_request(parse_json_body(body), ctx.config.chat_defaults);
-  resolve_model_name(ctx, request.model);
-  std::vector<int32_t> tokens;
-  if (request.is_chat) {
-    try {
-      tokens = ctx.backend.encode_chat(request.chat);
-    } catch (const ApiError&) {
-      throw;
-    } catch (const Error& e) {
-      throw ApiError(400, e.what(), "messages");
-    }
-  } else {
-    tokens = ctx.backend.codec().encode(request.prompt, request.add_special_tokens);
+EncodedChat encode_chat_request(const EndpointContext& ctx, const nlohmann::ordered_json& request) {
+  try {
+    return ctx.backend.encode_chat(request);
+  } catch (const ApiError&) {
+    throw;
+  } catch (const Error& e) {
+    throw ApiError(400, e.what());
   }
+}
+
+Reply handle_tokenize(const EndpointContext& ctx, std::string_view body) {
+  const auto request = parse_tokenize_request(parse_json_body(body), parse_ordered_json_body(body), ctx.config.chat_defaults);
+  resolve_model_name(ctx, request.model);
+  const std::vector<int32_t> tokens = request.is_chat ? encode_chat_request(ctx, request.encode_request).token_ids
+                                                      : ctx.backend.codec().encode(request.prompt, request.add_special_tokens);
   nlohmann::json strs = nlohmann::json::array();
   for (const auto id : tokens) strs.push_back(ctx.backend.codec().token_bytes(id));
   const nlohmann::json out = {{"count", tokens.size()},

@@ -46,13 +46,16 @@ struct GenerationRequest;
 struct GenerationOutput;
 using OutputCallback = std::function<void(GenerationOutput&&)>;
 
-// One sequence to generate. n > 1 and prompt lists become several of these.
+// One prompt to generate n completions of (a prompt list becomes several requests). With a seed,
+// the backend derives each completion's seed from it as the offline API does, so the server and
+// `deepinfer generate` sample alike.
 struct GenerationRequest {
   std::string request_id;
   std::vector<int32_t> prompt_token_ids;
   SamplingOptions sampling;
-  // Called on the engine's thread for every step that produced something for this request and
-  // once more with finished = true. It must not block: the server only pushes into a queue.
+  int n = 1;
+  // Called on the engine's thread for every step that produced something for a completion, the
+  // last time with finished = true. It must not block: the server only pushes into a queue.
   OutputCallback on_output;
 };
 
@@ -69,8 +72,9 @@ struct TokenLogprobs {
   std::vector<TopLogprob> top;  // most likely first
 };
 
-// What one engine step produced for one request.
+// What one engine step produced for one completion of a request.
 struct GenerationOutput {
+  int index = 0;                        // the completion, 0 .. n-1
   std::vector<int32_t> token_ids;       // tokens new in this step
   std::string text;                     // text released in this step (stop holdback applied)
   std::vector<TokenLogprobs> logprobs;  // one per new token when logprobs were requested
@@ -96,16 +100,11 @@ class TextCodec {
   virtual int32_t vocab_size() const = 0;
 };
 
-// A chat request as the chat encoding needs it: messages already validated and normalised
-// (content is a string or null), thinking mode and effort resolved.
-struct ChatPrompt {
-  nlohmann::json messages = nlohmann::json::array();
-  nlohmann::json tools;            // array of OpenAI function tools, or null
-  nlohmann::json response_format;  // null unless the request set one (other than "text")
+// A chat prompt from the chat encoding: its token ids, and whether it opened a thinking block
+// (the output then starts as reasoning).
+struct EncodedChat {
+  std::vector<int32_t> token_ids;
   bool thinking = false;
-  std::string reasoning_effort;    // "" (default), or the request's value, e.g. "high", "max"
-  bool add_generation_prompt = true;
-  bool continue_final_message = false;
 };
 
 // A piece of one tool call, as OpenAI streams it: the first delta of a call carries id and name,
@@ -161,9 +160,13 @@ class GenerationBackend {
   virtual ~GenerationBackend() = default;
   virtual const ModelInfo& model_info() const = 0;
   virtual const TextCodec& codec() const = 0;
-  // Renders a chat into prompt token ids; throws deepinfer::Error for messages it cannot encode.
-  virtual std::vector<int32_t> encode_chat(const ChatPrompt& prompt) const = 0;
-  virtual std::unique_ptr<ChatOutputParser> chat_output_parser(const ChatPrompt& prompt) const = 0;
+  // Renders a chat request into a prompt. `request` is the body as the client sent it (key order
+  // kept: tool schemas are written into the prompt in that order) after the server's edits
+  // (tools dropped for tool_choice "none", default chat_template_kwargs filled in). Throws
+  // deepinfer::Error for messages or options it cannot encode.
+  virtual EncodedChat encode_chat(const nlohmann::ordered_json& request) const = 0;
+  // A parser for one choice's output; tool_calls: parse tool-call blocks (else they stay content).
+  virtual std::unique_ptr<ChatOutputParser> chat_output_parser(bool thinking, bool tool_calls) const = 0;
   // Queues a request without waiting for the engine. Throws QueueFullError, or deepinfer::Error
   // for sampling options the engine rejects. After it returns, on_output will be called until a
   // finished output arrives (also after abort()).

@@ -26,15 +26,6 @@ double seconds_between(std::chrono::steady_clock::time_point from, std::chrono::
 
 }  // namespace
 
-uint64_t choice_seed(uint64_t seed, std::size_t index) {
-  if (index == 0) return seed;
-  // splitmix64 of (seed, index): distinct, well-mixed seeds for the other choices.
-  uint64_t z = seed + 0x9E3779B97F4A7C15ull * (static_cast<uint64_t>(index) + 1);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 void OutputQueue::push(std::size_t choice, GenerationOutput&& output) {
   output.time = std::chrono::steady_clock::now();
   {
@@ -60,20 +51,27 @@ GenerationSession::GenerationSession(GenerationBackend& backend, ServerMetrics& 
 
 GenerationSession::~GenerationSession() { abort_unfinished(); }
 
-void GenerationSession::submit(std::vector<int32_t> prompt_token_ids, SamplingOptions sampling) {
-  const std::size_t index = choices_.size();
-  Choice choice;
-  choice.backend_id = fmt::format("{}-{}", request_id_, index);
-  choice.prompt_tokens = static_cast<int>(prompt_token_ids.size());
+void GenerationSession::submit(std::vector<int32_t> prompt_token_ids, SamplingOptions sampling, int n) {
+  const std::size_t base = choices_.size();
   GenerationRequest request;
-  request.request_id = choice.backend_id;
+  request.request_id = fmt::format("{}-{}", request_id_, backend_ids_.size());
   request.prompt_token_ids = std::move(prompt_token_ids);
   request.sampling = std::move(sampling);
+  request.n = n;
+  const auto count = static_cast<std::size_t>(n);
   // The callback holds the queue, not the session: the engine may still report after the HTTP
   // side has gone (an abort's final output).
-  request.on_output = [queue = queue_, index](GenerationOutput&& output) { queue->push(index, std::move(output)); };
+  request.on_output = [queue = queue_, base, count](GenerationOutput&& output) {
+    const auto index = static_cast<std::size_t>(output.index);
+    if (index < count) queue->push(base + index, std::move(output));
+  };
+  Choice choice;
+  choice.backend_request = backend_ids_.size();
+  choice.prompt_tokens = static_cast<int>(request.prompt_token_ids.size());
+  const std::string id = request.request_id;
   backend_.submit(std::move(request));
-  choices_.push_back(std::move(choice));
+  backend_ids_.push_back(id);
+  choices_.insert(choices_.end(), count, choice);
 }
 
 std::vector<ChoiceOutput> GenerationSession::wait(std::chrono::milliseconds timeout) {
@@ -114,9 +112,11 @@ bool GenerationSession::account(ChoiceOutput& item) {
 }
 
 void GenerationSession::abort_unfinished() {
+  std::vector<bool> aborted(backend_ids_.size(), false);
   for (auto& choice : choices_) {
     if (choice.finished) continue;
-    backend_.abort(choice.backend_id);
+    if (!aborted[choice.backend_request]) backend_.abort(backend_ids_[choice.backend_request]);
+    aborted[choice.backend_request] = true;
     choice.finished = true;
     num_finished_++;
     metrics_.observe_finished("abort", choice.prompt_tokens, choice.completion_tokens,

@@ -1,4 +1,4 @@
-// The engine-facing half of one HTTP request: submits its sequences (prompts x n choices) to the
+// The engine-facing half of one HTTP request: submits its prompts (each with n choices) to the
 // backend, receives their outputs through a queue the engine thread only pushes into, feeds the
 // latency metrics, and aborts whatever is unfinished when the HTTP side goes away.
 #pragma once
@@ -43,8 +43,9 @@ class GenerationSession {
   GenerationSession(const GenerationSession&) = delete;
   GenerationSession& operator=(const GenerationSession&) = delete;
 
-  // Submits one sequence as the next choice; throws what backend.submit throws.
-  void submit(std::vector<int32_t> prompt_token_ids, SamplingOptions sampling);
+  // Submits a prompt whose n completions become the next n choices; throws what
+  // backend.submit throws.
+  void submit(std::vector<int32_t> prompt_token_ids, SamplingOptions sampling, int n);
 
   // Outputs that arrived, waiting up to `timeout` for one. Updates the per-choice counters.
   std::vector<ChoiceOutput> wait(std::chrono::milliseconds timeout);
@@ -60,7 +61,7 @@ class GenerationSession {
 
  private:
   struct Choice {
-    std::string backend_id;
+    std::size_t backend_request = 0;  // index into backend_ids_
     int prompt_tokens = 0;
     int completion_tokens = 0;
     int cached_tokens = 0;
@@ -76,12 +77,9 @@ class GenerationSession {
   std::string request_id_;
   std::chrono::steady_clock::time_point arrival_;
   std::shared_ptr<OutputQueue> queue_ = std::make_shared<OutputQueue>();
+  std::vector<std::string> backend_ids_;  // one per submitted prompt
   std::vector<Choice> choices_;
   std::size_t num_finished_ = 0;
 };
-
-// The seed of choice `index` of a request seeded with `seed`: choice 0 keeps it, so n = 1 and the
-// first of n choices sample alike; the others get well-mixed distinct seeds.
-uint64_t choice_seed(uint64_t seed, std::size_t index);
 
 }  // namespace deepinfer::server

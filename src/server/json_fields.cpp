@@ -19,6 +19,12 @@ nlohmann::json parse_json_body(std::string_view body) {
   return value;
 }
 
+nlohmann::ordered_json parse_ordered_json_body(std::string_view body) {
+  nlohmann::ordered_json value = nlohmann::ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (value.is_discarded() || !value.is_object()) throw ApiError(400, "request body is not a JSON object", "", "invalid_json");
+  return value;
+}
+
 std::string shorten(std::string_view text) {
   constexpr std::size_t kMax = 64;
   if (text.size() <= kMax) return std::string(text);

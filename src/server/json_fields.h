@@ -14,6 +14,8 @@ namespace deepinfer::server {
 
 // Parses a request body; a syntax error or a non-object is a 400.
 nlohmann::json parse_json_body(std::string_view body);
+// The same body with its object keys in the order they were sent (for the chat encoding).
+nlohmann::ordered_json parse_ordered_json_body(std::string_view body);
 
 class JsonFields {
  public:

@@ -46,7 +46,9 @@ struct CompletionRequest {
 
 struct ChatRequest {
   GenerationFields common;
-  ChatPrompt prompt;
+  // What the chat encoding gets: the body in its original key order, with tools removed when
+  // tool_choice is "none" and the server's default chat_template_kwargs merged in.
+  nlohmann::ordered_json encode_request;
   bool parse_tool_calls = false;  // tools given and tool_choice != "none"
   std::string tool_choice = "auto";  // "auto", "none", "required" or "function"
   std::string tool_choice_function;  // the function's name when tool_choice is "function"
@@ -58,7 +60,7 @@ struct TokenizeRequest {
   std::string model;
   bool is_chat = false;
   std::string prompt;
-  ChatPrompt chat;
+  nlohmann::ordered_json encode_request;  // with is_chat, as in ChatRequest
   bool add_special_tokens = true;
 };
 
@@ -67,26 +69,31 @@ struct DetokenizeRequest {
   std::vector<int32_t> tokens;
 };
 
-// Defaults the server applies to chat requests (--default-chat-template-kwargs).
+// Server-wide defaults for chat_template_kwargs (--default-chat-template-kwargs, e.g.
+// {"thinking": false}); a request's own keys win.
 struct ChatDefaults {
-  bool thinking = false;
-  std::string reasoning_effort;
+  nlohmann::json chat_template_kwargs = nlohmann::json::object();
 };
 
-// vocab_size bounds token ids given in prompts, stop_token_ids and logit_bias.
+// vocab_size bounds token ids given in prompts, stop_token_ids and logit_bias. The chat and
+// tokenize parsers also take the body parsed with its key order kept (ordered_body).
 CompletionRequest parse_completion_request(const nlohmann::json& body, int32_t vocab_size);
-ChatRequest parse_chat_request(const nlohmann::json& body, int32_t vocab_size, const ChatDefaults& defaults);
-TokenizeRequest parse_tokenize_request(const nlohmann::json& body, const ChatDefaults& defaults);
+ChatRequest parse_chat_request(const nlohmann::json& body, const nlohmann::ordered_json& ordered_body,
+                               int32_t vocab_size, const ChatDefaults& defaults);
+TokenizeRequest parse_tokenize_request(const nlohmann::json& body, const nlohmann::ordered_json& ordered_body,
+                                       const ChatDefaults& defaults);
 DetokenizeRequest parse_detokenize_request(const nlohmann::json& body, int32_t vocab_size);
 
 // Shared pieces, exposed for the chat/completion parsers and their tests.
 GenerationFields parse_generation_fields(const JsonFields& body, int32_t vocab_size);
 std::vector<int32_t> parse_token_ids(const nlohmann::json& value, const std::string& path, int32_t vocab_size);
-// Validates OpenAI chat messages and returns them normalised for the chat encoding.
-nlohmann::json normalize_messages(const nlohmann::json& messages);
-nlohmann::json normalize_tools(const nlohmann::json& tools);
-// Resolves thinking mode and effort from chat_template_kwargs, reasoning_effort and DeepSeek's
-// {"thinking": {"type": "enabled"}} spelling.
-void parse_chat_mode(const JsonFields& body, const ChatDefaults& defaults, ChatPrompt& prompt);
+// Type checks of chat messages and tools, so a malformed one is a 400 naming its field; the chat
+// encoding checks what the formats need beyond that.
+void validate_messages(const nlohmann::json& messages);
+void validate_tools(const nlohmann::json& tools);
+// The chat fields both /v1/chat/completions and /tokenize take: messages, tools, thinking
+// switches. Returns the body for the encoding with the defaults merged in.
+nlohmann::ordered_json chat_encode_request(const JsonFields& body, const nlohmann::ordered_json& ordered_body,
+                                           const ChatDefaults& defaults);
 
 }  // namespace deepinfer::server
