@@ -1,0 +1,156 @@
+// The engine: requests in, per-step outputs out. One step = schedule -> model forward ->
+// sample / verify -> stop checks -> commit (docs/ENGINE.md states the contract). One Engine is
+// one data-parallel rank: it owns its scheduler, cache pools, sampler and seed generator, and
+// nothing is global, so several run side by side.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <random>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "cache/cache_spec.h"
+#include "engine/detokenizer.h"
+#include "engine/model_runner.h"
+#include "engine/sampler.h"
+#include "engine/sampling_params.h"
+#include "engine/scheduler.h"
+#include "engine/stop_strings.h"
+
+namespace deepinfer::engine {
+
+struct EngineConfig {
+  SchedulerConfig scheduler;
+  cache::CacheConfig cache;
+  std::uint64_t seed = 0;     // seeds the generator that gives unseeded requests their seed
+  std::int32_t dp_rank = 0;   // mixed into that generator, so ranks draw different seeds
+  std::vector<std::int32_t> eos_token_ids;  // finish a sequence unless ignore_eos
+  std::int32_t max_logprobs = 20;
+
+  void validate() const;
+};
+
+// Proposes speculative tokens for a sequence in decode (a stand-in for the model's own drafter,
+// e.g. prompt lookup). The engine verifies them against the target's seeded samples.
+class DraftProposer {
+ public:
+  virtual ~DraftProposer() = default;
+  // Up to max_tokens guesses for the tokens following `tokens` (prompt + output so far).
+  virtual std::vector<std::int32_t> propose(SeqId seq, std::span<const std::int32_t> tokens,
+                                            std::int32_t max_tokens) = 0;
+};
+
+// What one completion of a request produced in one step.
+struct CompletionOutput {
+  std::int32_t index = 0;                 // 0 .. n-1
+  std::vector<std::int32_t> token_ids;    // new tokens this step
+  std::string text;                       // new text safe to show (empty without a detokenizer)
+  std::vector<SampleResult> logprobs;     // one per new token, if the request asked for logprobs
+  FinishReason finish_reason = FinishReason::kNone;
+  std::optional<std::string> stop_string;   // the stop string that finished it
+  std::optional<std::int32_t> stop_token;   // the stop_token_ids entry that finished it
+};
+
+struct RequestOutput {
+  std::string request_id;
+  std::vector<CompletionOutput> completions;  // only the completions that changed this step
+  bool finished = false;                      // every completion has finished
+  std::int32_t num_prompt_tokens = 0;
+  std::int32_t num_cached_tokens = 0;         // prompt tokens reused from the cache (first completion)
+};
+
+struct EngineStats {
+  std::int64_t steps = 0;
+  std::int64_t prefill_tokens = 0;    // prompt (and recomputed) tokens run through the model
+  std::int64_t decode_tokens = 0;     // decode and verification tokens run through the model
+  std::int64_t generated_tokens = 0;  // tokens appended to sequences
+  std::int64_t draft_tokens = 0, accepted_draft_tokens = 0;
+  double model_seconds = 0.0;   // inside ModelRunner::forward
+  double engine_seconds = 0.0;  // the rest of step(): scheduling, sampling, stop checks, commit
+};
+
+class Engine {
+ public:
+  Engine(EngineConfig config, std::unique_ptr<ModelRunner> runner,
+         std::shared_ptr<const Detokenizer> detokenizer = nullptr);
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Validates the request (prompt ids, length, every sampling field) and queues it; throws
+  // deepinfer::Error naming the problem and leaves the engine unchanged. `cache_salt` keeps the
+  // request from sharing prefix-cache pages with requests of another salt.
+  void add_request(const std::string& request_id, std::vector<std::int32_t> prompt, SamplingParams params,
+                   std::uint64_t cache_salt = 0);
+  // Stops a request now and frees its pages; the next step() reports it finished with kAbort.
+  // Unknown ids are ignored.
+  void abort(const std::string& request_id);
+  // Runs one step and returns what changed, in the order requests were added.
+  std::vector<RequestOutput> step();
+  bool has_unfinished() const { return !requests_.empty(); }
+  std::int32_t num_unfinished() const { return static_cast<std::int32_t>(requests_.size()); }
+
+  void set_draft_proposer(std::shared_ptr<DraftProposer> proposer) { proposer_ = std::move(proposer); }
+
+  std::int32_t vocab_size() const { return vocab_size_; }
+  const EngineConfig& config() const { return config_; }
+  const EngineStats& stats() const { return stats_; }
+  const Scheduler& scheduler() const { return *scheduler_; }
+  ModelRunner& runner() { return *runner_; }
+
+ private:
+  struct Completion {
+    SeqId seq = 0;
+    std::uint64_t seed = 0;
+    PenaltyState history;
+    std::unique_ptr<DetokenizerStream> detok;
+    StopStringMatcher stops;
+    std::int32_t num_output = 0;
+    bool finished = false;
+  };
+  struct Request {
+    std::string id;
+    std::uint64_t order = 0;
+    SamplingParams params;
+    std::int32_t prompt_len = 0;
+    std::vector<std::int32_t> banned_until_min;  // stop ids and EOS while min_tokens is unmet
+    std::vector<Completion> completions;
+    std::int32_t unfinished = 0;
+    bool aborted = false;
+  };
+  struct SeqRef {
+    Request* request = nullptr;
+    std::int32_t index = 0;
+  };
+
+  void validate_request(const std::string& id, std::span<const std::int32_t> prompt, const SamplingParams& params) const;
+  // Samples (and verifies drafts for) one scheduled sequence; fills its commit and output.
+  void sample_sequence(const ScheduledSeq& ss, SeqCommit& commit, CompletionOutput& out);
+  // Applies one new token to a completion: penalties history, text, stop checks.
+  FinishReason accept_token(Request& req, Completion& comp, std::int32_t token, std::int32_t seq_len,
+                            CompletionOutput& out);
+  void finish_text(Completion& comp, FinishReason reason, CompletionOutput& out);
+  struct StepOutputs;
+  RequestOutput& output_for(Request& req, StepOutputs& step);
+  void propose_drafts();
+
+  EngineConfig config_;
+  std::unique_ptr<ModelRunner> runner_;
+  std::shared_ptr<const Detokenizer> detokenizer_;
+  std::int32_t vocab_size_ = 0;
+  std::unique_ptr<Scheduler> scheduler_;
+  Sampler sampler_;
+  std::mt19937_64 seed_rng_;
+  std::shared_ptr<DraftProposer> proposer_;
+  std::unordered_map<std::string, std::unique_ptr<Request>> requests_;
+  std::unordered_map<SeqId, SeqRef> seq_refs_;
+  std::vector<std::unique_ptr<Request>> aborted_;  // reported by the next step()
+  std::vector<float> logits_;
+  std::uint64_t next_order_ = 0;
+  EngineStats stats_;
+};
+
+}  // namespace deepinfer::engine

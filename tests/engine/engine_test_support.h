@@ -1,0 +1,151 @@
+// Shared helpers for engine tests: an engine over the fake model, a run-to-completion driver that
+// checks the scheduler's invariants every step, a toy detokenizer, and the oracle: generation by
+// a plain loop over the fake model's cache-free reference logits.
+#pragma once
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "engine/engine.h"
+#include "engine/fake_model_runner.h"
+#include "engine/philox.h"
+
+namespace deepinfer::engine::testing {
+
+// Token v decodes to one letter; every fifth token adds a space. Tokens >= 60 are "partial
+// bytes": their text is held until the next token, as a UTF-8 decoder holds a split character.
+class ToyDetokenizer final : public Detokenizer {
+ public:
+  static std::string piece(std::int32_t token) {
+    std::string s(1, static_cast<char>('a' + token % 26));
+    if (token % 5 == 0) s += ' ';
+    return s;
+  }
+  class Stream final : public DetokenizerStream {
+   public:
+    std::string push(std::int32_t token) override {
+      held_ += piece(token);
+      if (token >= 60) return {};
+      std::string out;
+      out.swap(held_);
+      return out;
+    }
+    std::string finish() override {
+      std::string out;
+      out.swap(held_);
+      return out;
+    }
+
+   private:
+    std::string held_;
+  };
+  std::unique_ptr<DetokenizerStream> open(std::span<const std::int32_t>, bool) const override {
+    return std::make_unique<Stream>();
+  }
+};
+
+struct Generated {
+  std::vector<std::int32_t> tokens;
+  std::string text;
+  FinishReason finish = FinishReason::kNone;
+  std::vector<SampleResult> logprobs;
+};
+
+inline EngineConfig small_config(std::int32_t num_pages = 64, std::int32_t page_size = 8) {
+  EngineConfig config;
+  config.scheduler.max_num_seqs = 16;
+  config.scheduler.max_num_batched_tokens = 64;
+  config.scheduler.max_model_len = 256;
+  config.cache.page_size = page_size;
+  config.cache.num_pages = num_pages;
+  config.cache.num_snapshot_slots = 32;
+  config.eos_token_ids = {0};
+  return config;
+}
+
+inline std::unique_ptr<Engine> make_engine(const EngineConfig& config, FakeModelConfig model = {},
+                                           bool with_detokenizer = false) {
+  auto runner = std::make_unique<FakeModelRunner>(model);
+  std::shared_ptr<const Detokenizer> detok;
+  if (with_detokenizer) detok = std::make_shared<ToyDetokenizer>();
+  return std::make_unique<Engine>(config, std::move(runner), detok);
+}
+
+// Steps until every request finished; returns request id -> completions. Checks the scheduler's
+// reference counts after every step and that the engine does not stall.
+inline std::map<std::string, std::vector<Generated>> run_to_completion(Engine& engine, int max_steps = 100000) {
+  std::map<std::string, std::vector<Generated>> out;
+  for (int step = 0; engine.has_unfinished(); ++step) {
+    if (step >= max_steps) throw Error("engine did not finish within the step limit");
+    for (RequestOutput& r : engine.step()) {
+      auto& completions = out[r.request_id];
+      for (CompletionOutput& c : r.completions) {
+        if (completions.size() <= static_cast<std::size_t>(c.index)) completions.resize(static_cast<std::size_t>(c.index) + 1);
+        Generated& g = completions[static_cast<std::size_t>(c.index)];
+        g.tokens.insert(g.tokens.end(), c.token_ids.begin(), c.token_ids.end());
+        g.text += c.text;
+        g.logprobs.insert(g.logprobs.end(), c.logprobs.begin(), c.logprobs.end());
+        if (c.finish_reason != FinishReason::kNone) g.finish = c.finish_reason;
+      }
+    }
+    engine.scheduler().check_invariants();
+  }
+  return out;
+}
+
+// The oracle: what one completion must produce, by a plain loop over cache-free logits.
+inline Generated reference_generate(const FakeModelRunner& model, std::vector<std::int32_t> history,
+                                    const SamplingParams& params, std::uint64_t seed, const EngineConfig& config) {
+  Sampler sampler(model.vocab_size());
+  PenaltyState penalties;
+  penalties.reset(history);
+  std::vector<std::int32_t> banned = params.stop_token_ids;
+  if (!params.ignore_eos) banned.insert(banned.end(), config.eos_token_ids.begin(), config.eos_token_ids.end());
+  std::vector<float> logits(static_cast<std::size_t>(model.vocab_size()));
+  Generated g;
+  while (true) {
+    model.reference_logits(history, logits);
+    SampleContext ctx;
+    ctx.params = &params;
+    ctx.seed = seed;
+    ctx.position = static_cast<std::uint32_t>(history.size());
+    ctx.history = &penalties;
+    const auto n = static_cast<std::int32_t>(g.tokens.size());
+    if (n < params.min_tokens) ctx.banned = banned;
+    SampleResult r = sampler.sample(logits, ctx);
+    history.push_back(r.token);
+    penalties.add_output(r.token);
+    g.tokens.push_back(r.token);
+    if (params.logprobs) g.logprobs.push_back(r);
+    const bool may_stop = n + 1 >= params.min_tokens;
+    const bool eos = !params.ignore_eos &&
+                     std::find(config.eos_token_ids.begin(), config.eos_token_ids.end(), r.token) != config.eos_token_ids.end();
+    const bool stop_id = std::find(params.stop_token_ids.begin(), params.stop_token_ids.end(), r.token) != params.stop_token_ids.end();
+    if (may_stop && (eos || stop_id)) {
+      g.finish = FinishReason::kStop;
+      return g;
+    }
+    if ((params.max_tokens && n + 1 >= *params.max_tokens) ||
+        static_cast<std::int32_t>(history.size()) >= config.scheduler.max_model_len) {
+      g.finish = FinishReason::kLength;
+      return g;
+    }
+  }
+}
+
+inline std::vector<std::int32_t> make_prompt(std::int32_t length, std::uint32_t salt, std::int32_t vocab) {
+  std::vector<std::int32_t> p(static_cast<std::size_t>(length));
+  for (std::int32_t i = 0; i < length; ++i) {
+    // Avoid the EOS id 0 in prompts to keep expectations simple.
+    p[static_cast<std::size_t>(i)] = 1 + static_cast<std::int32_t>(philox_bits(salt, static_cast<std::uint32_t>(i),
+                                                                                  RandomPurpose::kDraftSample, 0) %
+                                                                      static_cast<std::uint32_t>(vocab - 1));
+  }
+  return p;
+}
+
+}  // namespace deepinfer::engine::testing
