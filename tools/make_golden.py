@@ -438,9 +438,8 @@ def greedy(model, prompt: list[int], device) -> tuple[list[int], torch.Tensor]:
 
 
 @torch.no_grad()
-def full_forward(model, ids: list[int], device, hidden: bool = False):
-    out = model(torch.tensor([ids], device=device), use_cache=False, output_hidden_states=hidden)
-    return out
+def full_forward(model, ids: list[int], device):
+    return model(torch.tensor([ids], device=device), use_cache=False)
 
 
 @torch.no_grad()
@@ -479,7 +478,7 @@ def greedy_min_gap(logits: torch.Tensor) -> float:
     return float((top2[:, 0] - top2[:, 1]).min())
 
 
-def pick_prompt(case: dict, model, device) -> tuple[dict, list[int], list[int], torch.Tensor, torch.Tensor, dict]:
+def pick_prompt(case: dict, model, device) -> tuple[dict, list[int], list[int], torch.Tensor, torch.Tensor]:
     """Tries prompt seeds from case['prompt_seed'] on until every discrete decision has a safe margin."""
     vocab = model.config.vocab_size
     first_seed = case.get("prompt_seed", case["seed"] * 1000)
@@ -507,9 +506,9 @@ def pick_prompt(case: dict, model, device) -> tuple[dict, list[int], list[int], 
         print(f"  prompt seed {seed}: {json.dumps({k: v for k, v in margins.items() if 'gap' in k})} "
               f"distinct greedy {len(set(tokens))} -> {'ok' if ok else 'retry'}", flush=True)
         if ok:
-            return margins, prompt, tokens, greedy_logits, full, {}
+            return margins, prompt, tokens, greedy_logits, full
         if best is None:
-            best = (margins, prompt, tokens, greedy_logits, full, {})
+            best = (margins, prompt, tokens, greedy_logits, full)
     print(f"  WARNING: no prompt seed with safe margins for {case['name']}; keeping the first", flush=True)
     return best
 
@@ -605,7 +604,7 @@ def run_case(case: dict, case_dir: Path, device: torch.device, diagnostics: bool
     print(f"[{case['name']}] building checkpoint", flush=True)
     save_checkpoint(case, case_dir / "model")
     model = DeepseekV4ForCausalLM.from_pretrained(case_dir / "model", dtype=torch.float32).to(device).eval()
-    margins, prompt, tokens, greedy_logits, full, _ = pick_prompt(case, model, device)
+    margins, prompt, tokens, greedy_logits, full = pick_prompt(case, model, device)
     seq = prompt + tokens
     tp = len(prompt)
     files = {}
