@@ -104,7 +104,10 @@ void validate_message(const Message& message, std::size_t i, const EncodeOptions
 }  // namespace
 
 Json parse_tool_arguments(const ToolCall& call, std::size_t message, std::size_t call_index) {
-  Json arguments = Json::parse(call.arguments, nullptr, /*allow_exceptions=*/false);
+  // nlohmann's lexer takes a NUL byte for the end of input; JSON text never contains one.
+  Json arguments = call.arguments.find('\0') == std::string::npos
+                       ? Json::parse(call.arguments, nullptr, /*allow_exceptions=*/false)
+                       : Json(Json::value_t::discarded);
   DI_CHECK(!arguments.is_discarded(),
            "messages[{}].tool_calls[{}].function.arguments: not valid JSON: {}", message,
            call_index, call.arguments.substr(0, 200));

@@ -82,10 +82,11 @@ TagHeader match_header(std::string_view text, std::string_view open, bool with_s
 }
 
 // A non-string parameter's value as JSON text: itself when it parses, else as a JSON string
-// (the model broke the typing; a string keeps what it wrote).
+// (the model broke the typing; a string keeps what it wrote). A NUL byte disqualifies the text:
+// nlohmann's lexer reads it as the end of input and would accept "1\0junk".
 std::string json_value_text(const std::string& raw) {
   const std::size_t first = raw.find_first_not_of(" \t\r\n");
-  if (first != std::string::npos) {
+  if (first != std::string::npos && raw.find('\0') == std::string::npos) {
     const std::string trimmed = raw.substr(first, raw.find_last_not_of(" \t\r\n") - first + 1);
     if (!nlohmann::json::parse(trimmed, nullptr, /*allow_exceptions=*/false).is_discarded()) {
       return trimmed;

@@ -251,6 +251,9 @@ TEST(Dsv4Encoder, InvalidMessagesNameTheFieldAndIndex) {
   expect_error([] { encode({assistant("", std::nullopt, {call("1", "f", "{\"a\": ")})},
                            v4(true)); },
                {"messages[0].tool_calls[0].function.arguments", "not valid JSON"});
+  expect_error([] { encode({assistant("", std::nullopt, {call("1", "f", std::string("{}\0x", 4))})},
+                           v4(true)); },
+               {"messages[0].tool_calls[0].function.arguments", "not valid JSON"});
   expect_error([] { encode({assistant("", std::nullopt, {call("1", "f", "[1]")})}, v4(true)); },
                {"messages[0].tool_calls[0].function.arguments", "object"});
   expect_error([] { encode({msg("user", "a"), msg("developer", "")}, v4(true)); },

@@ -101,6 +101,16 @@ TEST(OutputParser, NonStringValueThatIsNotJsonBecomesAString) {
   EXPECT_EQ(out.tool_calls[0].arguments, R"({"cmd": "ls -la | wc", "n": 7})");
 }
 
+TEST(OutputParser, NonStringValueWithANulByteIsAString) {
+  // Found by the fuzzer: nlohmann's lexer stops at NUL, so "1\0x" validated as the JSON 1.
+  const std::string value("1\0x", 3);
+  const std::string text = cat(kCalls, invoke("f", param("n", false, value)), kCallsEnd);
+  const ParsedOutput out = parse_output(text, options(false));
+  ASSERT_EQ(out.tool_calls.size(), 1u);
+  EXPECT_EQ(out.tool_calls[0].arguments, R"({"n": "1\u0000x"})");
+  EXPECT_TRUE(nlohmann::json::accept(out.tool_calls[0].arguments));
+}
+
 TEST(OutputParser, RepeatedParameterKeepsTheFirst) {
   const std::string text =
       cat(kCalls, invoke("f", cat(param("a", true, "1"), param("a", false, "2"))), kCallsEnd);
