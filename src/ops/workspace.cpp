@@ -26,10 +26,16 @@ void Workspace::add_block(std::size_t bytes) {
 
 Tensor Workspace::alloc(const Shape& shape, DType dtype) {
   const std::size_t bytes = align_up(std::max<std::size_t>(dtype_bytes(dtype, shape.numel()), 1));
-  if (blocks_.empty() || blocks_.back().used + bytes > static_cast<std::size_t>(blocks_.back().memory.numel())) {
-    add_block(std::max({bytes, kMinBlock, capacity_bytes()}));
+  auto fits = [&](const Block& b) { return b.used + bytes <= static_cast<std::size_t>(b.memory.numel()); };
+  while (current_ < blocks_.size() && !fits(blocks_[current_])) {
+    if (current_ + 1 == blocks_.size()) break;
+    ++current_;
   }
-  Block& block = blocks_.back();
+  if (blocks_.empty() || !fits(blocks_[current_])) {
+    add_block(std::max({bytes, kMinBlock, capacity_bytes()}));
+    current_ = blocks_.size() - 1;
+  }
+  Block& block = blocks_[current_];
   auto* base = static_cast<std::uint8_t*>(block.memory.raw_data()) + block.used;
   block.used += bytes;
   used_total_ += bytes;
@@ -46,6 +52,20 @@ void Workspace::reset() {
   }
   for (auto& block : blocks_) block.used = 0;
   used_total_ = 0;
+  current_ = 0;
+}
+
+Workspace::Mark Workspace::mark() const {
+  if (blocks_.empty()) return {};
+  return {current_, blocks_[current_].used, used_total_};
+}
+
+void Workspace::release(const Mark& mark) {
+  if (blocks_.empty()) return;
+  for (std::size_t b = mark.block + 1; b < blocks_.size(); ++b) blocks_[b].used = 0;
+  blocks_[mark.block].used = mark.used;
+  current_ = mark.block;
+  used_total_ = mark.used_total;
 }
 
 std::size_t Workspace::capacity_bytes() const {

@@ -19,6 +19,15 @@ class Workspace {
   // Drops every tensor handed out since the last reset.
   void reset();
 
+  // A point to return to: release(mark) drops the tensors handed out after it (per-layer scratch).
+  struct Mark {
+    std::size_t block = 0;
+    std::size_t used = 0;
+    std::size_t used_total = 0;
+  };
+  Mark mark() const;
+  void release(const Mark& mark);
+
   std::size_t capacity_bytes() const;
   std::size_t used_bytes() const { return used_total_; }
 
@@ -30,6 +39,7 @@ class Workspace {
 
   Backend& backend_;
   std::vector<Block> blocks_;
+  std::size_t current_ = 0;  // block that serves the next allocation
   std::size_t used_total_ = 0;
   std::size_t peak_total_ = 0;
 

@@ -124,5 +124,17 @@ TEST(Workspace, ReusesMemoryAfterResetAndCoalescesBlocks) {
   EXPECT_NE(c.raw_data(), d.raw_data());
 }
 
+TEST(Workspace, ReleaseToAMarkReusesTheScratchAfterIt) {
+  Workspace ws(backend(), 4096);
+  Tensor keep = ws.alloc(Shape{16}, DType::kF32);
+  const Workspace::Mark mark = ws.mark();
+  Tensor first = ws.alloc(Shape{32}, DType::kF32);
+  ws.alloc(Shape{1 << 19}, DType::kF32);  // spills into a new block
+  ws.release(mark);
+  Tensor again = ws.alloc(Shape{32}, DType::kF32);
+  EXPECT_EQ(again.raw_data(), first.raw_data());
+  EXPECT_NE(again.raw_data(), keep.raw_data());
+}
+
 }  // namespace
 }  // namespace deepinfer::ops

@@ -33,6 +33,9 @@ class Model {
   // Checks the config (V4 architecture, sizes the ops support) and loads every backbone tensor.
   static std::unique_ptr<Model> load(const WeightSource& weights, const io::ModelConfig& config,
                                      ops::Backend& backend, NumericMode mode);
+  // The same with individual numeric switches (tests and experiments that isolate one QAT step).
+  static std::unique_ptr<Model> load(const WeightSource& weights, const io::ModelConfig& config,
+                                     ops::Backend& backend, const Numerics& numerics);
 
   const io::ModelConfig& config() const { return config_; }
   const Numerics& numerics() const { return numerics_; }
@@ -47,7 +50,7 @@ class Model {
   void forward(std::span<const Chunk> chunks, Tensor& logits);
 
  private:
-  Model(const io::ModelConfig& config, ops::Backend& backend, NumericMode mode);
+  Model(const io::ModelConfig& config, ops::Backend& backend, const Numerics& numerics);
 
   io::ModelConfig config_;
   ops::Backend& backend_;

@@ -172,7 +172,7 @@ AttentionWeights load_attention(Loader& ld, const io::ModelConfig& c, const io::
   a.wo_b = ld.linear(p + "attn.wo_b", D, std::int64_t{c.o_groups} * c.o_lora_rank);
   a.sinks = ld.plain(p + "attn.attn_sink", Shape{H}, true);
   if (spec.owns_compressor)
-    a.compressor = load_compressor(ld, p + "attn.compressor.", spec.compress_ratio, d, spec.compress_ratio == 4, D);
+    a.compressor = load_compressor(ld, p + "attn.compressor.", spec.compress_ratio, d, spec.has_indexer, D);
   if (spec.has_indexer) {
     const std::int64_t ih = c.index_n_heads, id = c.index_head_dim;
     a.indexer = IndexerWeights{ld.linear(p + "attn.indexer.wq_b", ih * id, q),

@@ -128,7 +128,7 @@ void CpuBackend::sparse_attention(const Tensor& q, std::span<const RowView> sour
   const Rows rq = as_rows(q, d);
   const Rows ro = as_rows(out, d);
   const float* sink = sinks.data<float>();
-#pragma omp parallel for schedule(dynamic, 1) collapse(2)
+#pragma omp parallel for schedule(dynamic, 1) collapse(2) if (worth_threads(t_count * heads * k_count * d))
   for (std::int64_t t = 0; t < t_count; ++t) {
     for (std::int64_t h = 0; h < heads; ++h) {
       const std::int64_t r = t * heads + h;
@@ -159,7 +159,7 @@ void CpuBackend::indexer_scores(const Tensor& q, const RowView& keys, std::int64
   const float* w = weights.data<float>();
   float* o = out.data<float>();
   const std::int64_t o_stride = out.stride(0);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_threads(t_count * num_keys * heads * d))
   for (std::int64_t t = 0; t < t_count; ++t) {
     float* qbuf = scratch(0, static_cast<std::size_t>(heads * d));
     for (std::int64_t h = 0; h < heads; ++h) {
@@ -198,7 +198,7 @@ void CpuBackend::topk_visible(const Tensor& scores, const Tensor& positions, int
   const float* sc = scores.data<float>();
   const std::int32_t* pos = positions.data<std::int32_t>();
   std::int32_t* o = out.data<std::int32_t>();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_threads(t_count * n * 8))
   for (std::int64_t t = 0; t < t_count; ++t) {
     const std::int64_t visible = std::min<std::int64_t>(n, (static_cast<std::int64_t>(pos[t]) + 1) / ratio);
     const float* row = sc + t * scores.stride(0);

@@ -27,7 +27,7 @@ void binary_rows(const Tensor& a, const Tensor& b, Tensor& out, const char* op, 
   const Rows ra = as_rows(a);
   const Rows rb = as_rows(b, ra.width);
   const Rows ro = as_rows(out, ra.width);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_threads(ra.rows * ra.width))
   for (std::int64_t r = 0; r < ra.rows; ++r) {
     float* buf = load_row_into(ra, r, scratch(0, ra.width));
     const float* y = load_row(rb, r, scratch(1, ra.width));
@@ -77,7 +77,7 @@ void CpuBackend::convert(const Tensor& src, Tensor& dst) {
   DI_CHECK(src.numel() == dst.numel(), "convert: {} into {}", src.shape(), dst.shape());
   const Rows s = as_rows(src);
   const Rows d = as_rows(dst, s.width);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_threads(s.rows * s.width))
   for (std::int64_t r = 0; r < s.rows; ++r) store_row(d, r, load_row(s, r, scratch(0, s.width)));
 }
 
@@ -90,7 +90,7 @@ void CpuBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out) 
   const std::int64_t copies = t_count == 0 ? 0 : o.rows / t_count;
   for (std::int64_t t = 0; t < t_count; ++t)
     DI_CHECK(id[t] >= 0 && id[t] < tab.rows, "embedding: token id {} outside the table of {} rows", id[t], tab.rows);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_threads(t_count * copies * tab.width))
   for (std::int64_t t = 0; t < t_count; ++t) {
     const float* row = load_row(tab, id[t], scratch(0, tab.width));
     for (std::int64_t c = 0; c < copies; ++c) store_row(o, t * copies + c, row);
@@ -127,7 +127,7 @@ void CpuBackend::scale(const Tensor& a, float s, Tensor& out) {
   DI_CHECK(a.numel() == out.numel(), "scale: {} into {}", a.shape(), out.shape());
   const Rows ra = as_rows(a);
   const Rows ro = as_rows(out, ra.width);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_threads(ra.rows * ra.width))
   for (std::int64_t r = 0; r < ra.rows; ++r) {
     float* buf = load_row_into(ra, r, scratch(0, ra.width));
     for (std::int64_t i = 0; i < ra.width; ++i) buf[i] *= s;
@@ -144,7 +144,7 @@ void CpuBackend::rms_norm(const Tensor& x, const Tensor* weight, float eps, Tens
     rw = as_rows(*weight);
     DI_CHECK(rw.width == rx.width && rw.rows == 1, "rms_norm: weight {} for rows of {}", weight->shape(), rx.width);
   }
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_threads(rx.rows * rx.width))
   for (std::int64_t r = 0; r < rx.rows; ++r) {
     float* buf = load_row_into(rx, r, scratch(0, rx.width));
     const float mean = dot_f32(buf, buf, rx.width) / static_cast<float>(rx.width);
@@ -170,7 +170,7 @@ void CpuBackend::rope(Tensor& x, const Tensor& positions, const RopeTable& table
   const Rows m = as_rows(x, d);
   const std::int64_t heads = t_count == 0 ? 0 : m.rows / t_count;
   const float* inv_freq = table.inv_freq.data<float>();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_threads(m.rows * m.width))
   for (std::int64_t t = 0; t < t_count; ++t) {
     float* cs = scratch(1, static_cast<std::size_t>(rd));
     for (int i = 0; i < rd / 2; ++i) {
@@ -207,7 +207,7 @@ void CpuBackend::argmax(const Tensor& logits, Tensor& out) {
   const Rows m = as_rows(logits);
   DI_CHECK(out.dtype() == DType::kI32 && out.numel() == m.rows, "argmax: out {} for {} rows", out.shape(), m.rows);
   auto* o = out.data<std::int32_t>();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_threads(m.rows * m.width))
   for (std::int64_t r = 0; r < m.rows; ++r) {
     const float* v = load_row(m, r, scratch(0, m.width));
     std::int64_t best = 0;

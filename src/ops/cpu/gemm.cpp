@@ -152,7 +152,7 @@ void linear_rows(const Rows& x, const LinearWeight& w, int act_quant_block, cons
 
   // Activations: converted, optionally fake-quantised, zero padded to k16 (owned by this thread).
   float* a = scratch(3, static_cast<std::size_t>(m_rows * k16));
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_threads(m_rows * k * (act_quant_block > 0 ? 8 : 1)))
   for (std::int64_t m = 0; m < m_rows; ++m) {
     float* row = a + m * k16;
     const float* src = load_row(x, m, row);
@@ -165,7 +165,7 @@ void linear_rows(const Rows& x, const LinearWeight& w, int act_quant_block, cons
   const bool direct = w.format == WeightFormat::kF32 && k == k16;
   const std::int64_t n_tiles = (n + kTileN - 1) / kTileN;
   const std::int64_t m_tiles = (m_rows + kTileM - 1) / kTileM;
-#pragma omp parallel for schedule(static) collapse(2)
+#pragma omp parallel for schedule(static) collapse(2) if (worth_threads(m_rows * n * k))
   for (std::int64_t nt = 0; nt < n_tiles; ++nt) {
     for (std::int64_t mt = 0; mt < m_tiles; ++mt) {
       const std::int64_t n0 = nt * kTileN;

@@ -94,7 +94,7 @@ void CpuBackend::hc_pre(const Tensor& x, const HcWeights& w, const HcOptions& op
   DI_CHECK(ry.rows == s.tokens, "hc_pre: y {} for {} tokens", y.shape(), s.tokens);
   float* post_v = post.data<float>();
   float* comb_v = comb.data<float>();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_threads(s.tokens * n_mix * width))
   for (std::int64_t t = 0; t < s.tokens; ++t) {
     const float* flat = load_row(rx, t, scratch(0, width));
     float mixes[(2 + kMaxHc) * kMaxHc];
@@ -125,7 +125,7 @@ void CpuBackend::hc_post(const Tensor& f, const Tensor& residual, const Tensor& 
   const float* comb_v = f32_param(comb, s.tokens * n * n, "hc_post comb");
   const Rows rr = as_rows(residual, n * s.d);
   const Rows ro = as_rows(out, n * s.d);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_threads(s.tokens * n * n * s.d))
   for (std::int64_t t = 0; t < s.tokens; ++t) {
     const float* fv = load_row(rf, t, scratch(0, s.d));
     const float* res = load_row(rr, t, scratch(1, n * s.d));
@@ -156,7 +156,7 @@ void CpuBackend::hc_head(const Tensor& x, const HcWeights& w, const HcOptions& o
   const Rows rx = as_rows(x, width);
   const Rows ry = as_rows(y, s.d);
   DI_CHECK(ry.rows == s.tokens, "hc_head: y {} for {} tokens", y.shape(), s.tokens);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_threads(s.tokens * n * width))
   for (std::int64_t t = 0; t < s.tokens; ++t) {
     const float* flat = load_row(rx, t, scratch(0, width));
     float mixes[kMaxHc];

@@ -76,7 +76,7 @@ void CpuBackend::moe_route(const Tensor& logits, const Tensor* bias, const Tenso
   const float* b = bias != nullptr ? bias->data<float>() : nullptr;
   std::int32_t* out_ids = expert_ids.data<std::int32_t>();
   float* out_w = weights.data<float>();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_threads(t_count * e * 8))
   for (std::int64_t t = 0; t < t_count; ++t) {
     float* scores = scratch(0, e);
     row_scores(lg + t * e, e, options.score_func, scores);

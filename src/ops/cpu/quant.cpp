@@ -74,7 +74,7 @@ void CpuBackend::fake_quant_fp8(Tensor& x, std::int64_t col_begin, std::int64_t 
   const Rows m = as_rows(x);
   DI_CHECK(0 <= col_begin && col_begin <= col_end && col_end <= m.width && block > 0,
            "fake_quant_fp8: columns [{}, {}) / block {} invalid for width {}", col_begin, col_end, block, m.width);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_threads(m.rows * m.width * 4))
   for (std::int64_t r = 0; r < m.rows; ++r) {
     float* buf = scratch(0, static_cast<std::size_t>(m.width));
     load_row_into(m, r, buf);
@@ -86,7 +86,7 @@ void CpuBackend::fake_quant_fp8(Tensor& x, std::int64_t col_begin, std::int64_t 
 void CpuBackend::fake_quant_fp4(Tensor& x, int block, Fp4ScaleKind scale_kind) {
   const Rows m = as_rows(x);
   DI_CHECK(block > 0, "fake_quant_fp4: block {} must be positive", block);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_threads(m.rows * m.width * 4))
   for (std::int64_t r = 0; r < m.rows; ++r) {
     float* buf = scratch(0, static_cast<std::size_t>(m.width));
     load_row_into(m, r, buf);
@@ -99,7 +99,7 @@ void CpuBackend::hadamard(Tensor& x) {
   const Rows m = as_rows(x);
   DI_CHECK(m.width > 0 && std::has_single_bit(static_cast<std::uint64_t>(m.width)),
            "hadamard: row length {} is not a power of two", m.width);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_threads(m.rows * m.width * 4))
   for (std::int64_t r = 0; r < m.rows; ++r) {
     float* buf = scratch(0, static_cast<std::size_t>(m.width));
     load_row_into(m, r, buf);

@@ -81,6 +81,11 @@ struct RowSource {
 
 RowSource as_source(const RowView& view);
 
+// Whether `work` multiply-adds (or element visits) are worth waking the thread team: below this
+// the fork/join costs more than it saves, and on a loaded machine each barrier can wait for a
+// descheduled thread.
+inline bool worth_threads(std::int64_t work) { return work >= (std::int64_t{1} << 18); }
+
 // A per-thread grow-only f32 buffer (no allocation once warm). Slots 0-2 are for work inside a
 // parallel region, 3 for linear_rows' activations, 4-7 for ops that call linear_rows.
 float* scratch(int slot, std::size_t count);
