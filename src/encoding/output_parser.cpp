@@ -158,6 +158,16 @@ std::size_t OutputParser::scan_block(std::string_view rest, bool at_end, OutputD
   return step.consumed;
 }
 
+ParserOptions parser_options_for(const EncodeOptions& request, const EncodeResult& encoded,
+                                 std::string tool_call_id_prefix) {
+  ParserOptions options;
+  options.format = request.format;
+  options.thinking_open = encoded.thinking_open;
+  options.tool_calls = !request.tools.empty() && request.format != ChatFormat::kDeepSeekV3;
+  options.tool_call_id_prefix = std::move(tool_call_id_prefix);
+  return options;
+}
+
 ParsedOutput parse_output(std::string_view text, const ParserOptions& options) {
   OutputParser parser(options);
   parser.feed(text);

@@ -98,6 +98,11 @@ class OutputParser {
   ParsedOutput result_;
 };
 
+// Parser options for the output of an encoded request: its format, reasoning first when the
+// prompt opened "<think>", tool calls parsed when the request offered tools.
+ParserOptions parser_options_for(const EncodeOptions& request, const EncodeResult& encoded,
+                                 std::string tool_call_id_prefix = "call_");
+
 // One-shot parse of a complete output: feed(text) then finish().
 ParsedOutput parse_output(std::string_view text, const ParserOptions& options);
 

@@ -185,7 +185,12 @@ TEST(OutputParserChunks, EncoderOutputParsesBackIntoTheSameCalls) {
     const std::string prompt = encode_chat(messages, options).prompt;
     const std::string head = cat(kAssistant, kThinkStart);
     const std::size_t start = prompt.find(head) + head.size();
-    ParserOptions parser_options = opts(true, format);
+    // The options the request's own prompt (without the answer) gives the parser.
+    const EncodeResult request = encode_chat(std::vector{messages[0]}, options);
+    const ParserOptions parser_options = parser_options_for(options, request);
+    EXPECT_TRUE(parser_options.thinking_open);
+    EXPECT_TRUE(parser_options.tool_calls);
+    EXPECT_EQ(parser_options.format, format);
     const ParsedOutput out = parse_output(prompt.substr(start), parser_options);
     EXPECT_EQ(out.reasoning_content, "Plan it.");
     EXPECT_EQ(out.content, "Let me check.");
