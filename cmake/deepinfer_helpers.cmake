@@ -74,11 +74,11 @@ function(deepinfer_add_fuzzer name)
   target_compile_options(${name} PRIVATE -fsanitize=fuzzer)
   target_link_options(${name} PRIVATE -fsanitize=fuzzer)
   target_link_libraries(${name} PRIVATE ${ARG_DEPS})
-  set(corpus_args "")
-  if(ARG_CORPUS)
-    set(corpus_args ${ARG_CORPUS})
-  endif()
+  # libFuzzer writes what it finds into the first corpus folder: a scratch folder in the build
+  # tree, so the committed seeds (read from the second) never change under a test run.
+  set(found_dir ${CMAKE_CURRENT_BINARY_DIR}/${name}_found)
+  file(MAKE_DIRECTORY ${found_dir})
   add_test(NAME fuzz.${name}
-           COMMAND ${name} -max_total_time=20 -timeout=5 -rss_limit_mb=2048 ${corpus_args})
+           COMMAND ${name} -max_total_time=20 -timeout=5 -rss_limit_mb=2048 ${found_dir} ${ARG_CORPUS})
   set_tests_properties(fuzz.${name} PROPERTIES LABELS fuzz TIMEOUT 120)
 endfunction()
