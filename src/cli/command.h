@@ -15,5 +15,8 @@ void set_handler(CLI::App* subcommand, std::function<int()> run);
 void register_version(CLI::App& app);
 // `tokenize` and `detokenize` (tokenize_command.cpp).
 void register_tokenize(CLI::App& app);
+// `inspect` (inspect_command.cpp) and `make-tiny` (make_tiny_command.cpp).
+void register_inspect(CLI::App& app);
+void register_make_tiny(CLI::App& app);
 
 }  // namespace deepinfer::cli

@@ -26,6 +26,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   cli::register_version(app);
   cli::register_tokenize(app);
+  cli::register_inspect(app);
+  cli::register_make_tiny(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

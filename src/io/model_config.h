@@ -200,6 +200,12 @@ struct ModelConfig {
   const LayerSpec& layer(int index) const;
 };
 
+// The bucket primes of every Engram layer (MODEL_SPEC B4.7): consecutive primes above
+// engram.vocab_size, never reused; each layer takes (max_ngram_size - 1) * n_heads of them in
+// (n-gram size, head) order, layers in the order of engram.layer_ids. A layer's table has as many
+// rows as its primes sum to (parsing checks engram_num_embeddings against this).
+std::vector<std::vector<std::int64_t>> engram_bucket_primes(const EngramConfig& engram);
+
 // Parses config.json text; `source` (a path or label) names the file in error messages.
 ModelConfig parse_model_config(std::string_view json_text, std::string_view source);
 // Reads and parses a config.json file.

@@ -10,6 +10,40 @@ namespace deepinfer::io::detail {
 namespace {
 
 constexpr std::int64_t kMaxDim = 1 << 24;
+constexpr std::int64_t kMaxEngramTables = 4096;  // the release has 48
+
+std::uint64_t mul_mod(std::uint64_t a, std::uint64_t b, std::uint64_t m) {
+  __extension__ using U128 = unsigned __int128;  // GCC and Clang; -Wpedantic needs the marker
+  return static_cast<std::uint64_t>(static_cast<U128>(a) * b % m);
+}
+
+std::uint64_t pow_mod(std::uint64_t base, std::uint64_t exponent, std::uint64_t m) {
+  std::uint64_t result = 1;
+  for (base %= m; exponent > 0; exponent >>= 1, base = mul_mod(base, base, m))
+    if (exponent & 1) result = mul_mod(result, base, m);
+  return result;
+}
+
+// Deterministic Miller-Rabin for 64-bit integers (these bases decide every n < 2^64).
+bool is_prime(std::uint64_t n) {
+  if (n < 2) return false;
+  for (std::uint64_t p : {2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37})
+    if (n % p == 0) return n == p;
+  std::uint64_t d = n - 1;
+  int r = 0;
+  for (; d % 2 == 0; d /= 2) ++r;
+  for (std::uint64_t a : {2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37}) {
+    std::uint64_t x = pow_mod(a, d, n);
+    if (x == 1 || x == n - 1) continue;
+    bool composite = true;
+    for (int i = 1; i < r && composite; ++i) {
+      x = mul_mod(x, x, n);
+      composite = x != n - 1;
+    }
+    if (composite) return false;
+  }
+  return true;
+}
 
 bool contains(const std::vector<int>& list, int value) { return std::find(list.begin(), list.end(), value) != list.end(); }
 
@@ -75,6 +109,16 @@ void parse_engram_and_vision(ModelConfig& c, const ConfigFields& top, const Conf
       e.head_dim = static_cast<int>(f.req_int({"engram_head_dim"}, 1, kMaxDim));
       e.pad_token_id = f.req_int({"engram_pad_token_id", "engram_pad_id"}, 0, c.vocab_size - 1);
       e.compressed_vocab_size = f.opt_int({"engram_compressed_vocab_size"}, 1, c.vocab_size).value_or(0);
+      const std::int64_t tables = std::int64_t{e.max_ngram_size - 1} * e.n_heads * static_cast<std::int64_t>(e.layer_ids.size());
+      if (tables > kMaxEngramTables) f.fail("{} Engram hash tables is more than the {} supported", tables, kMaxEngramTables);
+      const auto primes = engram_bucket_primes(e);
+      for (std::size_t i = 0; i < primes.size(); ++i) {
+        std::int64_t rows = 0;
+        for (const auto p : primes[i]) rows += p;
+        if (rows != e.num_embeddings[i])
+          f.fail("'{}[{}]' = {}, but the Engram bucket primes above engram_vocab_size {} give layer {} {} rows",
+                 f.field("engram_num_embeddings"), i, e.num_embeddings[i], e.vocab_size, e.layer_ids[i], rows);
+      }
     }
   }
   const auto layers = top.opt_int({"vision_config.num_hidden_layers"}, 1, 4096);
@@ -189,3 +233,22 @@ void derive_schedule(ModelConfig& c, const ConfigFields& f) {
 }
 
 }  // namespace deepinfer::io::detail
+
+namespace deepinfer::io {
+
+std::vector<std::vector<std::int64_t>> engram_bucket_primes(const EngramConfig& engram) {
+  std::vector<std::vector<std::int64_t>> out;
+  auto candidate = static_cast<std::uint64_t>(engram.vocab_size);
+  const std::int64_t per_layer = std::int64_t{engram.max_ngram_size - 1} * engram.n_heads;
+  for (std::size_t layer = 0; layer < engram.layer_ids.size(); ++layer) {
+    std::vector<std::int64_t> primes;
+    while (static_cast<std::int64_t>(primes.size()) < per_layer) {
+      ++candidate;
+      if (detail::is_prime(candidate)) primes.push_back(static_cast<std::int64_t>(candidate));
+    }
+    out.push_back(std::move(primes));
+  }
+  return out;
+}
+
+}  // namespace deepinfer::io

@@ -49,6 +49,12 @@ void SafetensorsWriter::add_raw(const std::string& name, const std::string& dtyp
   tensors_.push_back(Pending{name, dtype_spelling, std::move(shape), std::move(bytes), alignment});
 }
 
+std::vector<std::string> SafetensorsWriter::names() const {
+  std::vector<std::string> out;
+  for (const auto& pending : tensors_) out.push_back(pending.name);
+  return out;
+}
+
 std::uint64_t SafetensorsWriter::data_bytes() const {
   std::uint64_t total = 0;
   for (const auto& pending : tensors_) total += pending.bytes.size();

@@ -27,6 +27,7 @@ class SafetensorsWriter {
   void set_metadata(const std::string& key, const std::string& value) { metadata_[key] = value; }
 
   std::size_t size() const { return tensors_.size(); }
+  std::vector<std::string> names() const;
   std::uint64_t data_bytes() const;
 
   // Writes the file (to a temporary name in the same directory, then renamed into place).

@@ -94,10 +94,12 @@ CanonicalName canonical_tensor_name(std::string_view stored) {
   const std::size_t block = block_prefix_length(name);
   if (block == 0) {
     result = std::string(name);
+    // HF's top-level names (lm_head, embed_tokens, hc_head.*) come with the `model.` prefix style
+    // even where the modules keep DeepSeek's names (V4.1), so they count as prefixing.
     for (const auto& [from, to] : kTopRenames) {
       if (name == from) {
         result = std::string(to);
-        out.renamed = true;
+        out.prefixed = true;
       }
     }
   } else {

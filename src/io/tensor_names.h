@@ -22,8 +22,8 @@ struct CanonicalName {
   // "<prefix>.<e>.w1.weight" etc.).
   std::string name;
   bool scale = false;     // stacked only: the tensor holds scales (…_scale_inv), not weights
-  bool prefixed = false;  // the stored name began with HF's `model.`
-  bool renamed = false;   // the stored name used HF's module names (self_attn, mlp, q_a_proj, ...)
+  bool prefixed = false;  // HF's top-level naming: the `model.` prefix, lm_head, embed_tokens, hc_head.*
+  bool renamed = false;   // HF's module names inside blocks (self_attn, mlp, q_a_proj, weight_scale_inv, ...)
 };
 
 // Maps a stored tensor name to DeepSeek's naming. Names that are already DeepSeek's (including
