@@ -214,6 +214,14 @@ class AutomatonBuilder {
     ExprId child = e.children[0];
     int min = e.a;
     int max = e.b;
+    // Copies multiply the cost of inlining rules inside the repeated expression.
+    long long saved = multiplier_;
+    multiplier_ = std::min<long long>(multiplier_ * (max == kUnbounded ? std::max(min, 1) + 1 : max), INT_MAX);
+    build_repeat_copies(child, min, max, from, to);
+    multiplier_ = saved;
+  }
+
+  void build_repeat_copies(ExprId child, int min, int max, std::int32_t from, std::int32_t to) {
     std::int32_t cur = from;
     for (int i = 0; i < min; ++i) {
       std::int32_t nxt = (i + 1 == min && max == min) ? to : add_state();
@@ -243,7 +251,7 @@ class AutomatonBuilder {
       return;
     }
     bool on_stack = std::find(inline_stack_.begin(), inline_stack_.end(), rule) != inline_stack_.end();
-    if (recursive_[rule] || on_stack || estimate(g_.rule_body(rule)) > limits_.inline_budget) {
+    if (recursive_[rule] || on_stack || estimate(g_.rule_body(rule)) * multiplier_ > limits_.inline_budget) {
       nfa_.states[from].calls.emplace_back(rule, to);
       request_rule(rule);
       return;
@@ -351,6 +359,7 @@ class AutomatonBuilder {
   std::vector<std::vector<std::pair<RuleId, std::int32_t>>> pending_calls_;
   // Per rule being built:
   RuleId current_rule_ = -1;
+  long long multiplier_ = 1;
   Nfa nfa_;
   std::map<std::pair<RuleId, std::int32_t>, std::int32_t> memo_;
   std::vector<RuleId> inline_stack_;

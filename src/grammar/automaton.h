@@ -9,13 +9,16 @@
 #include <vector>
 
 #include "grammar/grammar.h"
+#include "grammar/vocabulary.h"
 
 namespace deepinfer::grammar {
 
 struct AutomatonLimits {
   int max_states = 400000;         // DFA states over all rules
   int max_nfa_states = 2000000;    // NFA states while building one rule
-  int inline_budget = 20000;       // estimated NFA size above which a rule is called, not inlined
+  // Estimated NFA size (times the copies a bounded repeat makes) above which a rule is called
+  // instead of inlined: inlining makes more tokens context-independent, calling keeps one copy.
+  int inline_budget = 5000;
 };
 
 struct CallEdge {
@@ -50,12 +53,24 @@ class Automaton {
   bool is_dead_end(std::int32_t s) const { return dead_end_[s] != 0; }
   // True when s can complete its rule without consuming a byte (final, or via nullable calls).
   bool can_finish(std::int32_t s) const { return can_finish_[s] != 0; }
+  // Byte families for which run_depth(s, f) says how many bytes of family f are certainly
+  // consumable from s, whatever they are (capped at 255): a token made of that many such bytes is
+  // accepted without walking it. Families: printable ASCII except quote and backslash (JSON
+  // string text), word characters with '-', digits.
+  static constexpr int kNumFamilies = 3;
+  static const ByteSet& family(int f);
+  // How many characters that a JSON string may hold unescaped (any of them, in any order) are
+  // certainly consumable from s (capped at 255). Pairs with TokenTrie::text_chars.
+  int text_depth(std::int32_t s) const { return text_depth_[s]; }
+  int run_depth(std::int32_t s, int f) const { return run_depth_[static_cast<std::size_t>(s) * kNumByteFamilies + f]; }
   // True when s has at least one byte transition.
   bool consumes_bytes(std::int32_t s) const { return consumes_[s] != 0; }
 
  private:
   friend class AutomatonBuilder;
   friend void analyze_automaton(Automaton& a);
+  friend void compute_run_depths(Automaton& a, const std::vector<ByteSet>& bytes_of);
+  friend void compute_text_depths(Automaton& a);
   int num_classes_ = 0;
   std::array<std::uint8_t, 256> byte_class_{};
   std::vector<std::int32_t> state_rule_;
@@ -63,6 +78,8 @@ class Automaton {
   std::vector<std::uint8_t> dead_end_;
   std::vector<std::uint8_t> can_finish_;
   std::vector<std::uint8_t> consumes_;
+  std::vector<std::uint8_t> run_depth_;
+  std::vector<std::uint8_t> text_depth_;
   std::vector<std::int32_t> next_;
   std::vector<std::int32_t> call_begin_;
   std::vector<CallEdge> calls_;

@@ -4,6 +4,7 @@
 #include "grammar/automaton_analysis.h"
 
 #include <algorithm>
+#include <array>
 #include <functional>
 #include <string>
 #include <vector>
@@ -20,6 +21,111 @@ std::vector<ByteSet> class_bytes(const Automaton& a) {
 }
 
 }  // namespace
+
+// run_depth(s, f) = 0 if some byte of family f has no transition, else 1 + the minimum over the
+// targets, iterated down from the cap to the fixpoint.
+void compute_run_depths(Automaton& a, const std::vector<ByteSet>& bytes_of) {
+  const int n = a.num_states();
+  const int k = a.num_classes();
+  a.run_depth_.assign(static_cast<std::size_t>(n) * kNumByteFamilies, 0);
+  for (int f = 0; f < kNumByteFamilies; ++f) {
+    std::vector<int> classes;
+    const auto& p = byte_family(f).words();
+    for (int c = 0; c < k; ++c) {
+      const auto& w = bytes_of[c].words();
+      if ((w[0] & p[0]) | (w[1] & p[1]) | (w[2] & p[2]) | (w[3] & p[3])) classes.push_back(c);
+    }
+    std::vector<int> depth(n, 255);
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (int s = 0; s < n; ++s) {
+        int d = 255;
+        for (int c : classes) {
+          std::int32_t t = a.next_[static_cast<std::size_t>(s) * k + c];
+          d = t < 0 ? 0 : std::min(d, depth[t] + 1);
+          if (d == 0) break;
+        }
+        if (d < depth[s]) {
+          depth[s] = d;
+          changed = true;
+        }
+      }
+    }
+    for (int s = 0; s < n; ++s) a.run_depth_[static_cast<std::size_t>(s) * kNumByteFamilies + f] = static_cast<std::uint8_t>(depth[s]);
+  }
+}
+
+namespace {
+
+struct ByteRange {
+  std::uint8_t lo;
+  std::uint8_t hi;
+};
+
+// The byte shapes of the characters a JSON string holds unescaped (UTF-8, no controls, quote or
+// backslash).
+const std::vector<std::vector<ByteRange>>& text_char_shapes() {
+  static const std::vector<std::vector<ByteRange>> kShapes = {
+      {{0x20, 0x21}}, {{0x23, 0x5B}}, {{0x5D, 0x7F}},
+      {{0xC2, 0xDF}, {0x80, 0xBF}},
+      {{0xE0, 0xE0}, {0xA0, 0xBF}, {0x80, 0xBF}},
+      {{0xE1, 0xEC}, {0x80, 0xBF}, {0x80, 0xBF}},
+      {{0xED, 0xED}, {0x80, 0x9F}, {0x80, 0xBF}},
+      {{0xEE, 0xEF}, {0x80, 0xBF}, {0x80, 0xBF}},
+      {{0xF0, 0xF0}, {0x90, 0xBF}, {0x80, 0xBF}, {0x80, 0xBF}},
+      {{0xF1, 0xF3}, {0x80, 0xBF}, {0x80, 0xBF}, {0x80, 0xBF}},
+      {{0xF4, 0xF4}, {0x80, 0x8F}, {0x80, 0xBF}, {0x80, 0xBF}},
+  };
+  return kShapes;
+}
+
+// Follows every byte sequence of one shape from s; false when some sequence has no path.
+bool follow_shape(const Automaton& a, std::int32_t s, const std::vector<ByteRange>& shape, std::size_t pos,
+                  std::vector<std::int32_t>& ends) {
+  if (pos == shape.size()) {
+    if (std::find(ends.begin(), ends.end(), s) == ends.end()) ends.push_back(s);
+    return true;
+  }
+  std::vector<std::uint8_t> seen_classes;
+  for (int b = shape[pos].lo; b <= shape[pos].hi; ++b) {
+    std::uint8_t c = a.byte_class(static_cast<std::uint8_t>(b));
+    if (std::find(seen_classes.begin(), seen_classes.end(), c) != seen_classes.end()) continue;
+    seen_classes.push_back(c);
+    std::int32_t t = a.next(s, static_cast<std::uint8_t>(b));
+    if (t < 0 || !follow_shape(a, t, shape, pos + 1, ends)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+void compute_text_depths(Automaton& a) {
+  const int n = a.num_states();
+  std::vector<std::vector<std::int32_t>> targets(n);
+  std::vector<int> depth(n, 255);
+  for (int s = 0; s < n; ++s) {
+    for (const auto& shape : text_char_shapes()) {
+      if (!follow_shape(a, s, shape, 0, targets[s])) {
+        depth[s] = 0;
+        targets[s].clear();
+        break;
+      }
+    }
+  }
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (int s = 0; s < n; ++s) {
+      if (depth[s] == 0) continue;
+      int d = 255;
+      for (std::int32_t t : targets[s]) d = std::min(d, depth[t] + 1);
+      if (d < depth[s]) {
+        depth[s] = d;
+        changed = true;
+      }
+    }
+  }
+  a.text_depth_.assign(depth.begin(), depth.end());
+}
 
 void analyze_automaton(Automaton& a) {
   const int n = a.num_states();
@@ -198,6 +304,8 @@ void analyze_automaton(Automaton& a) {
     a.consumes_[s] = consumes ? 1 : 0;
     a.dead_end_[s] = (consumes || a.has_calls(s)) ? 0 : 1;
   }
+  compute_run_depths(a, bytes_of);
+  compute_text_depths(a);
 }
 
 }  // namespace deepinfer::grammar

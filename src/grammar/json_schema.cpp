@@ -386,7 +386,13 @@ ExprId SchemaConverter::array_value(const json& s, const std::string& path) {
   }
   std::optional<ExprId> extra;
   if (s.contains("items")) {
-    if (!(s["items"].is_boolean() && !s["items"].get<bool>())) extra = value(s["items"], path + "/items");
+    if (!(s["items"].is_boolean() && !s["items"].get<bool>())) {
+      // A rule of its own: repeats then copy a reference, and the automaton decides whether the
+      // item is small enough to inline into every copy.
+      RuleId item = g_.add_unique_rule("item");
+      g_.set_body(item, value(s["items"], path + "/items"));
+      extra = g_.ref(item);
+    }
   } else if (prefix.empty() || !options_.strict) {
     extra = any_value();
   }

@@ -83,6 +83,13 @@ class Pda {
   // whole stack can stop). Creates return-frame nodes in the arena.
   bool closure(const std::vector<std::int32_t>& kernel, std::vector<StackNode>& ready) {
     ready.clear();
+    if (kernel.size() == 1) {  // the common case: one stack, no call or completion to expand
+      const StackNode& only = arena_[kernel[0]];
+      if (!a_.has_calls(only.state) && !a_.is_final(only.state)) {
+        if (a_.consumes_bytes(only.state)) ready.push_back(only);
+        return false;
+      }
+    }
     seen_.clear();
     work_.clear();
     bool bottom_completed = false;
@@ -112,6 +119,11 @@ class Pda {
   // The kernel after consuming byte b from the ready configurations.
   void advance(const std::vector<StackNode>& ready, std::uint8_t b, std::vector<std::int32_t>& out) {
     out.clear();
+    if (ready.size() == 1) {  // no duplicates possible
+      std::int32_t t = a_.next(ready[0].state, b);
+      if (t >= 0) out.push_back(push(t, ready[0].parent));
+      return;
+    }
     seen_.clear();
     for (const StackNode& c : ready) {
       std::int32_t t = a_.next(c.state, b);

@@ -3,6 +3,7 @@
 // on the current state are accepted wholesale, which keeps free-text states (JSON strings) cheap.
 #include "grammar/token_cache.h"
 
+#include <array>
 #include <atomic>
 
 #include "common/thread_pool.h"
@@ -76,11 +77,22 @@ class StateClassifier {
   }
 
  private:
+  // Whole subtrees accepted without walking: bytes that loop on the state, a bounded run of one
+  // byte family, or JSON-string text within the state's character budget.
   bool covered_by_self_loop(std::int32_t node, const std::vector<std::int32_t>& kernel) {
+    const auto& tn = trie_.nodes()[node];
+    if (tn.subtree_end == node + 1) return false;  // a leaf: nothing below to skip
     const ByteSet& below = trie_.below(node);
-    if (below.empty()) return false;
+    std::uint8_t families = trie_.families(node);
+    bool text = trie_.text_ok(node);
+    int chars = trie_.text_chars(node);
     for (std::int32_t n : kernel) {
-      if (below.subset_of(a_.self_loop(pda_.arena()[n].state))) return true;
+      std::int32_t s = pda_.arena()[n].state;
+      if (text && chars <= a_.text_depth(s)) return true;
+      for (int f = 0; families >> f; ++f) {
+        if (((families >> f) & 1) && tn.height <= a_.run_depth(s, f)) return true;
+      }
+      if (below.subset_of(a_.self_loop(s))) return true;
     }
     return false;
   }

@@ -2,6 +2,7 @@
 #include "grammar/vocabulary.h"
 
 #include <algorithm>
+#include <array>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -12,6 +13,45 @@
 #include "grammar/unicode.h"
 
 namespace deepinfer::grammar {
+namespace {
+
+// chars[j] = number of plain JSON-string characters in tok[j:], or -1 when tok[j:] is not a
+// sequence of complete such characters.
+void plain_char_counts(std::string_view tok, std::vector<int>& chars) {
+  chars.assign(tok.size() + 1, -1);
+  chars[tok.size()] = 0;
+  for (std::size_t j = tok.size(); j-- > 0;) {
+    std::size_t pos = j;
+    std::uint32_t cp = 0;
+    if (!decode_utf8(tok, pos, cp) || cp < 0x20 || cp == '"' || cp == '\\') continue;
+    if (chars[pos] >= 0) chars[j] = chars[pos] + 1;
+  }
+}
+
+}  // namespace
+
+const ByteSet& byte_family(int f) {
+  static const std::array<ByteSet, kNumByteFamilies> kFamilies = [] {
+    std::array<ByteSet, kNumByteFamilies> out;
+    for (int b = 0x20; b <= 0x7E; ++b) {
+      if (b != '"' && b != '\\') out[0].set(static_cast<std::uint8_t>(b));
+    }
+    for (int family : {1, 2, 3}) {
+      out[family].set_range('a', 'z');
+      out[family].set_range('A', 'Z');
+      out[family].set_range('0', '9');
+    }
+    out[1].set('_');
+    out[1].set('-');
+    out[2].set('-');
+    out[4].set_range('0', '9');
+    out[4].set_range('a', 'f');
+    out[4].set_range('A', 'F');
+    out[5].set_range('0', '9');
+    return out;
+  }();
+  return kFamilies[f];
+}
 
 TokenTrie::TokenTrie(const std::vector<std::string>& tokens, const std::vector<std::uint8_t>& excluded) {
   rank_.assign(tokens.size(), -1);
@@ -24,6 +64,9 @@ TokenTrie::TokenTrie(const std::vector<std::string>& tokens, const std::vector<s
 
   // Preorder construction: `open` holds the nodes of the current path, by depth.
   nodes_.push_back(Node{});
+  text_ok_.push_back(1);
+  text_chars_.push_back(0);
+  std::vector<int> chars;
   std::vector<std::int32_t> parent{-1};
   std::vector<std::int32_t> open{0};
   std::string_view prev;
@@ -47,7 +90,18 @@ TokenTrie::TokenTrie(const std::vector<std::string>& tokens, const std::vector<s
       n.tok_lo = static_cast<std::int32_t>(r);
       parent.push_back(open.back());
       nodes_.push_back(n);
+      text_ok_.push_back(1);
+      text_chars_.push_back(0);
       open.push_back(static_cast<std::int32_t>(nodes_.size() - 1));
+    }
+    plain_char_counts(tok, chars);
+    for (std::size_t d = 0; d < open.size(); ++d) {
+      std::int32_t node = open[d];
+      if (chars[d] < 0) {
+        text_ok_[node] = 0;
+      } else {
+        text_chars_[node] = static_cast<std::uint8_t>(std::max<int>(text_chars_[node], std::min(chars[d], 255)));
+      }
     }
     Node& last = nodes_[open.back()];
     last.exact_end = static_cast<std::int32_t>(r + 1);
@@ -65,7 +119,14 @@ TokenTrie::TokenTrie(const std::vector<std::string>& tokens, const std::vector<s
   for (std::int32_t i = static_cast<std::int32_t>(nodes_.size()) - 1; i > 0; --i) {
     std::int32_t p = parent[i];
     below_[p].set(nodes_[i].byte);
+    nodes_[p].height = static_cast<std::uint8_t>(std::max<int>(nodes_[p].height, std::min(nodes_[i].height + 1, 255)));
     below_[p] |= below_[i];
+  }
+  families_.assign(nodes_.size(), 0);
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    for (int f = 0; f < kNumByteFamilies; ++f) {
+      if (below_[i].subset_of(byte_family(f))) families_[i] |= static_cast<std::uint8_t>(1u << f);
+    }
   }
 }
 

@@ -13,6 +13,12 @@
 
 namespace deepinfer::grammar {
 
+// Byte families the token-cache walk can accept wholesale (see Automaton::run_depth): printable
+// ASCII except quote and backslash (JSON string text), word characters with '-', alphanumerics with
+// '-' (hostnames), alphanumerics, hex digits, digits.
+inline constexpr int kNumByteFamilies = 6;
+const ByteSet& byte_family(int f);
+
 // A byte trie over the sorted non-special tokens, laid out in preorder so a subtree is a contiguous
 // node range and its tokens a contiguous range of sorted_ids().
 class TokenTrie {
@@ -24,12 +30,19 @@ class TokenTrie {
     std::int32_t exact_end = 0;    // tokens equal to this prefix: [tok_lo, exact_end)
     std::uint16_t depth = 0;
     std::uint8_t byte = 0;         // the byte on the edge into this node
+    std::uint8_t height = 0;       // longest path below this node (capped at 255)
   };
 
   explicit TokenTrie(const std::vector<std::string>& tokens, const std::vector<std::uint8_t>& excluded);
   const std::vector<Node>& nodes() const { return nodes_; }
   // Bytes on edges strictly below node i.
   const ByteSet& below(std::int32_t i) const { return below_[i]; }
+  // Bit f set when below(i) lies within byte_family(f).
+  std::uint8_t families(std::int32_t i) const { return families_[i]; }
+  // True when every token below node i continues from it with complete UTF-8 characters that a
+  // JSON string may hold unescaped; text_chars(i) is then the most such characters below i.
+  bool text_ok(std::int32_t i) const { return text_ok_[i] != 0; }
+  int text_chars(std::int32_t i) const { return text_chars_[i]; }
   const std::vector<std::int32_t>& sorted_ids() const { return sorted_ids_; }
   // Position of a token id in sorted_ids(), or -1 for excluded tokens.
   std::int32_t rank_of(std::int32_t id) const { return rank_[id]; }
@@ -38,6 +51,9 @@ class TokenTrie {
  private:
   std::vector<Node> nodes_;
   std::vector<ByteSet> below_;
+  std::vector<std::uint8_t> families_;
+  std::vector<std::uint8_t> text_ok_;
+  std::vector<std::uint8_t> text_chars_;
   std::vector<std::int32_t> sorted_ids_;
   std::vector<std::int32_t> rank_;
   int max_depth_ = 0;
