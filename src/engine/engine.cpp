@@ -32,6 +32,7 @@ void EngineConfig::validate() const {
   cache.validate();
   DI_CHECK(dp_rank >= 0, "engine config: dp_rank {} must be >= 0", dp_rank);
   DI_CHECK(max_logprobs >= 0, "engine config: max_logprobs {} must be >= 0", max_logprobs);
+  DI_CHECK(mask_threads >= 0, "engine config: mask_threads {} must be >= 0", mask_threads);
 }
 
 Engine::Engine(EngineConfig config, std::unique_ptr<ModelRunner> runner, std::shared_ptr<const Detokenizer> detokenizer)
@@ -51,6 +52,7 @@ Engine::Engine(EngineConfig config, std::unique_ptr<ModelRunner> runner, std::sh
       cache::CacheLayout::make(runner_->cache_spec(), config_.cache, config_.scheduler.max_num_seqs);
   runner_->allocate_cache(layout);
   scheduler_ = std::make_unique<Scheduler>(config_.scheduler, layout, config_.cache);
+  if (config_.mask_threads > 0) mask_pool_ = std::make_unique<ThreadPool>(static_cast<std::size_t>(config_.mask_threads));
 }
 
 void Engine::validate_request(const std::string& id, std::span<const std::int32_t> prompt,
@@ -71,6 +73,8 @@ void Engine::validate_request(const std::string& id, std::span<const std::int32_
     throw_error("request {}: {}", id, e.what());
   }
   DI_CHECK(params.stop.empty() || detokenizer_ != nullptr, "request {}: stop strings need a tokenizer; this model has none",
+           id);
+  DI_CHECK(!params.so_args || constraints_ != nullptr, "request {}: so_args given but no structured-output backend is set",
            id);
 }
 
@@ -93,6 +97,14 @@ void Engine::add_request(const std::string& request_id, std::vector<std::int32_t
                                                 : config_.scheduler.max_model_len;
   const auto max_len = static_cast<std::int32_t>(std::min<std::int64_t>(wanted, config_.scheduler.max_model_len));
   req->completions.resize(static_cast<std::size_t>(params.n));
+  if (params.so_args) {
+    // Compile first: an invalid schema must fail the request before anything is queued.
+    try {
+      for (Completion& c : req->completions) c.constraint = constraints_->create(*params.so_args);
+    } catch (const Error& e) {
+      throw_error("request {}: so_args: {}", request_id, e.what());
+    }
+  }
   for (std::int32_t i = 0; i < params.n; ++i) {
     Completion& c = req->completions[static_cast<std::size_t>(i)];
     c.seed = derive_seed(seed, static_cast<std::uint32_t>(i));
@@ -113,15 +125,17 @@ void Engine::add_request(const std::string& request_id, std::vector<std::int32_t
   requests_.emplace(request_id, std::move(req));
 }
 
-void Engine::abort(const std::string& request_id) {
+void Engine::abort(const std::string& request_id) { abort_with(request_id, FinishReason::kAbort); }
+
+void Engine::abort_with(const std::string& request_id, FinishReason reason) {
   const auto it = requests_.find(request_id);
   if (it == requests_.end()) return;
+  it->second->abort_reason = reason;
   for (Completion& c : it->second->completions) {
     if (c.finished) continue;
     scheduler_->abort(c.seq);
     seq_refs_.erase(c.seq);
   }
-  it->second->aborted = true;
   aborted_.push_back(std::move(it->second));
   requests_.erase(it);
 }
@@ -171,6 +185,11 @@ FinishReason Engine::accept_token(Request& req, Completion& comp, std::int32_t t
   } else {
     out.text += piece;
   }
+  if (comp.constraint) {
+    // Sampling only picks allowed tokens, so a refusal means the constraint and its mask disagree.
+    if (!comp.constraint->accept_token(token)) return FinishReason::kError;
+    if (finish == FinishReason::kNone && comp.constraint->is_terminated()) finish = FinishReason::kStop;
+  }
   if (finish == FinishReason::kNone &&
       ((p.max_tokens && comp.num_output >= *p.max_tokens) || seq_len >= config_.scheduler.max_model_len)) {
     finish = FinishReason::kLength;
@@ -201,6 +220,10 @@ void Engine::sample_sequence(const ScheduledSeq& ss, SeqCommit& commit, Completi
     ctx.position = static_cast<std::uint32_t>(len + r);
     ctx.history = &comp.history;
     if (comp.num_output < p.min_tokens) ctx.banned = req.banned_until_min;
+    if (row_has_mask_[static_cast<std::size_t>(ss.logits_offset + r)] != 0) {
+      const std::size_t words = (static_cast<std::size_t>(vocab_size_) + 31) / 32;
+      ctx.allowed = std::span<const std::uint32_t>(masks_).subspan(static_cast<std::size_t>(ss.logits_offset + r) * words, words);
+    }
     const auto row = static_cast<std::size_t>(ss.logits_offset + r) * static_cast<std::size_t>(vocab_size_);
     SampleResult res = sampler_.sample(std::span<const float>(logits_).subspan(row, static_cast<std::size_t>(vocab_size_)), ctx);
     const std::int32_t token = res.token;
@@ -225,6 +248,50 @@ void Engine::sample_sequence(const ScheduledSeq& ss, SeqCommit& commit, Completi
   stats_.generated_tokens += static_cast<std::int64_t>(commit.new_tokens.size());
   stats_.draft_tokens += ss.num_drafts;
   stats_.accepted_draft_tokens += commit.num_accepted_drafts;
+}
+
+void Engine::fail_batch(const ScheduledBatch& batch) {
+  std::vector<std::string> ids;
+  for (const ScheduledSeq& ss : batch.seqs) {
+    const auto it = seq_refs_.find(ss.id);
+    if (it != seq_refs_.end()) ids.push_back(it->second.request->id);
+  }
+  for (const std::string& id : ids) abort_with(id, FinishReason::kError);
+}
+
+std::vector<std::future<void>> Engine::start_masks(const ScheduledBatch& batch) {
+  const auto rows = static_cast<std::size_t>(batch.forward.num_logit_rows());
+  const std::size_t words = (static_cast<std::size_t>(vocab_size_) + 31) / 32;
+  row_has_mask_.assign(rows, 0);
+  std::vector<std::future<void>> tasks;
+  if (!constraints_) return tasks;
+  masks_.resize(rows * words);
+  for (const ScheduledSeq& ss : batch.seqs) {
+    if (ss.num_logits == 0) continue;
+    const SeqRef& ref = seq_refs_.at(ss.id);
+    TokenConstraint* constraint = ref.request->completions[static_cast<std::size_t>(ref.index)].constraint.get();
+    if (constraint == nullptr) continue;
+    const Sequence& seq = *scheduler_->find(ss.id);
+    std::vector<std::int32_t> drafts(seq.drafts.begin(), seq.drafts.begin() + ss.num_drafts);
+    for (std::int32_t r = 0; r < ss.num_logits; ++r) row_has_mask_[static_cast<std::size_t>(ss.logits_offset + r)] = 1;
+    // Row r's mask assumes drafts 0..r-1 were accepted; the tentative advances are undone after.
+    auto fill = [this, constraint, drafts = std::move(drafts), first = static_cast<std::size_t>(ss.logits_offset), words] {
+      int advanced = 0;
+      for (std::size_t r = 0; r <= drafts.size(); ++r) {
+        constraint->fill_next_token_bitmask(std::span<std::uint32_t>(masks_).subspan((first + r) * words, words));
+        // A draft the constraint refuses is rejected at its own row, so later rows are never read.
+        if (r == drafts.size() || !constraint->accept_token(drafts[r])) break;
+        ++advanced;
+      }
+      if (advanced > 0) constraint->rollback(advanced);
+    };
+    if (mask_pool_) {
+      tasks.push_back(mask_pool_->submit(std::move(fill)));
+    } else {
+      fill();
+    }
+  }
+  return tasks;
 }
 
 void Engine::propose_drafts() {
@@ -253,7 +320,7 @@ std::vector<RequestOutput> Engine::step() {
       if (req->completions[i].finished) continue;
       CompletionOutput co;
       co.index = static_cast<std::int32_t>(i);
-      co.finish_reason = FinishReason::kAbort;
+      co.finish_reason = req->abort_reason;
       out.completions.push_back(std::move(co));
     }
     out.finished = true;
@@ -264,9 +331,17 @@ std::vector<RequestOutput> Engine::step() {
   std::vector<Request*> done;
   if (!batch.empty()) {
     logits_.resize(static_cast<std::size_t>(batch.forward.num_logit_rows()) * static_cast<std::size_t>(vocab_size_));
+    std::vector<std::future<void>> masks = start_masks(batch);
     const Clock::time_point model_start = Clock::now();
-    runner_->forward(batch.forward, logits_);
+    try {
+      runner_->forward(batch.forward, logits_);
+    } catch (...) {
+      for (std::future<void>& m : masks) m.wait();
+      fail_batch(batch);
+      throw;
+    }
     model_seconds = seconds_since(model_start);
+    for (std::future<void>& m : masks) m.get();
     stats_.prefill_tokens += batch.num_prefill_tokens;
     stats_.decode_tokens += batch.num_decode_tokens;
     std::vector<SeqCommit> commits(batch.seqs.size());

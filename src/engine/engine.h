@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <optional>
 #include <random>
@@ -14,12 +15,14 @@
 #include <vector>
 
 #include "cache/cache_spec.h"
+#include "common/thread_pool.h"
 #include "engine/detokenizer.h"
 #include "engine/model_runner.h"
 #include "engine/sampler.h"
 #include "engine/sampling_params.h"
 #include "engine/scheduler.h"
 #include "engine/stop_strings.h"
+#include "engine/token_constraint.h"
 
 namespace deepinfer::engine {
 
@@ -30,6 +33,9 @@ struct EngineConfig {
   std::int32_t dp_rank = 0;   // mixed into that generator, so ranks draw different seeds
   std::vector<std::int32_t> eos_token_ids;  // finish a sequence unless ignore_eos
   std::int32_t max_logprobs = 20;
+  // Threads that fill structured-output masks while the model runs; 0 fills them on the engine
+  // thread before the forward.
+  std::int32_t mask_threads = 0;
 
   void validate() const;
 };
@@ -88,12 +94,18 @@ class Engine {
   // Stops a request now and frees its pages; the next step() reports it finished with kAbort.
   // Unknown ids are ignored.
   void abort(const std::string& request_id);
-  // Runs one step and returns what changed, in the order requests were added.
+  // Runs one step and returns what changed, in the order requests were added. If the model
+  // throws, the requests of that batch are ended (reported with kError by the next step) and
+  // the exception propagates.
   std::vector<RequestOutput> step();
   bool has_unfinished() const { return !requests_.empty(); }
   std::int32_t num_unfinished() const { return static_cast<std::int32_t>(requests_.size()); }
 
   void set_draft_proposer(std::shared_ptr<DraftProposer> proposer) { proposer_ = std::move(proposer); }
+  // Enables SamplingParams::so_args: each constrained sequence gets a constraint from `factory`.
+  void set_constraint_factory(std::shared_ptr<const TokenConstraintFactory> factory) {
+    constraints_ = std::move(factory);
+  }
 
   std::int32_t vocab_size() const { return vocab_size_; }
   const EngineConfig& config() const { return config_; }
@@ -108,6 +120,7 @@ class Engine {
     PenaltyState history;
     std::unique_ptr<DetokenizerStream> detok;
     StopStringMatcher stops;
+    std::unique_ptr<TokenConstraint> constraint;
     std::int32_t num_output = 0;
     bool finished = false;
   };
@@ -119,13 +132,16 @@ class Engine {
     std::vector<std::int32_t> banned_until_min;  // stop ids and EOS while min_tokens is unmet
     std::vector<Completion> completions;
     std::int32_t unfinished = 0;
-    bool aborted = false;
+    FinishReason abort_reason = FinishReason::kAbort;
   };
   struct SeqRef {
     Request* request = nullptr;
     std::int32_t index = 0;
   };
 
+  void abort_with(const std::string& request_id, FinishReason reason);
+  // The model failed on this batch: its requests end with kError (reported by the next step).
+  void fail_batch(const ScheduledBatch& batch);
   void validate_request(const std::string& id, std::span<const std::int32_t> prompt, const SamplingParams& params) const;
   // Samples (and verifies drafts for) one scheduled sequence; fills its commit and output.
   void sample_sequence(const ScheduledSeq& ss, SeqCommit& commit, CompletionOutput& out);
@@ -136,6 +152,9 @@ class Engine {
   struct StepOutputs;
   RequestOutput& output_for(Request& req, StepOutputs& step);
   void propose_drafts();
+  // Fills the structured-output masks of the batch's logits rows (see docs/ENGINE.md): on the
+  // mask pool, overlapping the forward, or inline. Returns the tasks to wait for.
+  std::vector<std::future<void>> start_masks(const ScheduledBatch& batch);
 
   EngineConfig config_;
   std::unique_ptr<ModelRunner> runner_;
@@ -145,6 +164,10 @@ class Engine {
   Sampler sampler_;
   std::mt19937_64 seed_rng_;
   std::shared_ptr<DraftProposer> proposer_;
+  std::shared_ptr<const TokenConstraintFactory> constraints_;
+  std::unique_ptr<ThreadPool> mask_pool_;
+  std::vector<std::uint32_t> masks_;          // [logits rows, mask words]
+  std::vector<std::uint8_t> row_has_mask_;    // [logits rows]
   std::unordered_map<std::string, std::unique_ptr<Request>> requests_;
   std::unordered_map<SeqId, SeqRef> seq_refs_;
   std::vector<std::unique_ptr<Request>> aborted_;  // reported by the next step()

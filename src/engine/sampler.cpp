@@ -41,6 +41,11 @@ Sampler::Sampler(std::int32_t vocab_size) : vocab_size_(vocab_size) {
 
 void Sampler::apply_processors(std::span<float> logits, const SampleContext& ctx) {
   const SamplingParams& p = *ctx.params;
+  if (!ctx.allowed.empty()) {
+    for (std::size_t v = 0; v < logits.size(); ++v) {
+      if (((ctx.allowed[v >> 5] >> (v & 31)) & 1u) == 0) logits[v] = kNegInf;
+    }
+  }
   for (const auto& [id, bias] : p.logit_bias) logits[static_cast<std::size_t>(id)] += bias;
   for (std::int32_t id : ctx.banned) logits[static_cast<std::size_t>(id)] = kNegInf;
   if (ctx.history == nullptr) return;

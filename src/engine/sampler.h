@@ -52,6 +52,8 @@ struct SampleContext {
   const PenaltyState* history = nullptr;  // required when a penalty is active
   // Token ids forced to -inf (min_tokens not reached yet: stop ids and EOS).
   std::span<const std::int32_t> banned;
+  // Structured-output mask, ceil(vocab / 32) words (bit set = allowed); empty = unconstrained.
+  std::span<const std::uint32_t> allowed;
 };
 
 class Sampler {
@@ -62,8 +64,9 @@ class Sampler {
 
   SampleResult sample(std::span<const float> logits, const SampleContext& ctx);
 
-  // Bias, bans and penalties applied in place (the steps before temperature), in this order:
-  // logit_bias, banned ids, repetition penalty, frequency and presence penalties.
+  // Mask, bias, bans and penalties applied in place (the steps before temperature), in this
+  // order: structured-output mask, logit_bias, banned ids, repetition penalty, frequency and
+  // presence penalties.
   static void apply_processors(std::span<float> logits, const SampleContext& ctx);
   // Ids kept by top-k, min-p and top-p over softmax(scaled) (scaled = processed logits divided
   // by the temperature), ascending. top_k <= 0 and min_p == 0 and top_p == 1 mean off. Ties are

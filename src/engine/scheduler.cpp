@@ -112,8 +112,8 @@ void Scheduler::set_drafts(SeqId id, std::vector<std::int32_t> drafts) {
   seq.drafts = std::move(drafts);
 }
 
-void Scheduler::enqueue_waiting(Sequence& seq) {
-  seq.status = SeqStatus::kWaiting;
+void Scheduler::enqueue_waiting(Sequence& seq, SeqStatus status) {
+  seq.status = status;
   const auto pos = std::upper_bound(waiting_.begin(), waiting_.end(), &seq, [](const Sequence* a, const Sequence* b) {
     return a->arrival < b->arrival || (a->arrival == b->arrival && a->id < b->id);
   });
@@ -180,7 +180,7 @@ void Scheduler::preempt(Sequence& seq) {
   seq.drafts.clear();
   ++seq.num_preemptions;
   ++stats_.preemptions;
-  enqueue_waiting(seq);
+  enqueue_waiting(seq, SeqStatus::kPreempted);
 }
 
 std::int32_t Scheduler::cut_at_snapshot_boundary(const Sequence& seq, std::int32_t end) const {
@@ -538,7 +538,7 @@ void Scheduler::check_invariants() const {
     if (s.state_slot >= 0) ++slot_refs[static_cast<std::size_t>(s.state_slot)];
     DI_CHECK((s.status == SeqStatus::kRunning) == (s.state_slot >= 0),
              "scheduler invariant: sequence {} is {} with state slot {}", id,
-             s.status == SeqStatus::kRunning ? "running" : "waiting", s.state_slot);
+             s.status == SeqStatus::kRunning ? "running" : "queued", s.state_slot);
     DI_CHECK(static_cast<std::int32_t>(s.pages.size()) == layout_.pages_for_tokens(s.num_computed),
              "scheduler invariant: sequence {} holds {} pages for {} computed tokens", id, s.pages.size(),
              s.num_computed);

@@ -130,7 +130,7 @@ class Scheduler {
   void preempt(Sequence& seq);
   void release(Sequence& seq);
   void release_fork_waiters(Sequence& leader);
-  void enqueue_waiting(Sequence& seq);
+  void enqueue_waiting(Sequence& seq, SeqStatus status = SeqStatus::kWaiting);
   void remove_waiting(SeqId id);
   void register_pages(Sequence& seq);
   void finish_snapshot(Sequence& seq, std::int32_t end);

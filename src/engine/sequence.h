@@ -11,10 +11,12 @@
 
 namespace deepinfer::engine {
 
+// WAITING -> RUNNING -> (PREEMPTED -> RUNNING)* -> finished. A finished or aborted sequence
+// leaves the scheduler at once (its FinishReason goes out in the engine's step output).
 enum class SeqStatus : std::uint8_t {
-  kWaiting,  // queued (new, preempted, or a forked n > 1 sibling); holds no state slot
-  kRunning,  // admitted: holds a state slot and the pages of its computed tokens
-  kFinished,
+  kWaiting,    // queued, never ran (or a forked n > 1 sibling); holds no state slot
+  kRunning,    // admitted: holds a state slot and the pages of its computed tokens
+  kPreempted,  // queued again after preemption; recomputes (or prefix-matches) its tokens
 };
 
 enum class FinishReason : std::uint8_t { kNone, kStop, kLength, kAbort, kError };

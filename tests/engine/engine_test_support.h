@@ -48,6 +48,47 @@ class ToyDetokenizer final : public Detokenizer {
   }
 };
 
+// A toy structured-output constraint: only multiples of `mod` (schema "mod:<k>"), and after
+// `length` tokens only EOS (0), which completes it.
+class ModuloConstraint final : public TokenConstraint {
+ public:
+  ModuloConstraint(std::int32_t mod, std::int32_t length, std::int32_t vocab) : mod_(mod), length_(length), vocab_(vocab) {}
+  bool allows(std::int32_t t) const {
+    if (!accepted_.empty() && accepted_.back() == 0) return false;
+    if (static_cast<std::int32_t>(accepted_.size()) >= length_) return t == 0;
+    return t >= 0 && t < vocab_ && t % mod_ == 0;
+  }
+  void fill_next_token_bitmask(std::span<std::uint32_t> bitmask) override {
+    std::fill(bitmask.begin(), bitmask.end(), 0u);
+    for (std::int32_t t = 0; t < vocab_; ++t) {
+      if (allows(t)) bitmask[static_cast<std::size_t>(t) / 32] |= 1u << (t % 32);
+    }
+  }
+  bool accept_token(std::int32_t token) override {
+    if (!allows(token)) return false;
+    accepted_.push_back(token);
+    return true;
+  }
+  void rollback(int n) override { accepted_.resize(accepted_.size() - static_cast<std::size_t>(n)); }
+  bool is_terminated() const override { return !accepted_.empty() && accepted_.back() == 0; }
+
+ private:
+  std::int32_t mod_, length_, vocab_;
+  std::vector<std::int32_t> accepted_;
+};
+
+class ModuloConstraintFactory final : public TokenConstraintFactory {
+ public:
+  explicit ModuloConstraintFactory(std::int32_t vocab) : vocab_(vocab) {}
+  std::unique_ptr<TokenConstraint> create(const StructuredOutputArgs& args) const override {
+    if (args.schema.rfind("mod:", 0) != 0) throw Error("unsupported toy schema '" + args.schema + "'");
+    return std::make_unique<ModuloConstraint>(std::stoi(args.schema.substr(4)), 6, vocab_);
+  }
+
+ private:
+  std::int32_t vocab_;
+};
+
 struct Generated {
   std::vector<std::int32_t> tokens;
   std::string text;
@@ -99,17 +140,23 @@ inline std::map<std::string, std::vector<Generated>> run_to_completion(Engine& e
 
 // The oracle: what one completion must produce, by a plain loop over cache-free logits.
 inline Generated reference_generate(const FakeModelRunner& model, std::vector<std::int32_t> history,
-                                    const SamplingParams& params, std::uint64_t seed, const EngineConfig& config) {
+                                    const SamplingParams& params, std::uint64_t seed, const EngineConfig& config,
+                                    TokenConstraint* constraint = nullptr) {
   Sampler sampler(model.vocab_size());
   PenaltyState penalties;
   penalties.reset(history);
   std::vector<std::int32_t> banned = params.stop_token_ids;
   if (!params.ignore_eos) banned.insert(banned.end(), config.eos_token_ids.begin(), config.eos_token_ids.end());
   std::vector<float> logits(static_cast<std::size_t>(model.vocab_size()));
+  std::vector<std::uint32_t> mask((static_cast<std::size_t>(model.vocab_size()) + 31) / 32);
   Generated g;
   while (true) {
     model.reference_logits(history, logits);
     SampleContext ctx;
+    if (constraint != nullptr) {
+      constraint->fill_next_token_bitmask(mask);
+      ctx.allowed = mask;
+    }
     ctx.params = &params;
     ctx.seed = seed;
     ctx.position = static_cast<std::uint32_t>(history.size());
@@ -121,11 +168,15 @@ inline Generated reference_generate(const FakeModelRunner& model, std::vector<st
     penalties.add_output(r.token);
     g.tokens.push_back(r.token);
     if (params.logprobs) g.logprobs.push_back(r);
+    if (constraint != nullptr && !constraint->accept_token(r.token)) {
+      g.finish = FinishReason::kError;
+      return g;
+    }
     const bool may_stop = n + 1 >= params.min_tokens;
     const bool eos = !params.ignore_eos &&
                      std::find(config.eos_token_ids.begin(), config.eos_token_ids.end(), r.token) != config.eos_token_ids.end();
     const bool stop_id = std::find(params.stop_token_ids.begin(), params.stop_token_ids.end(), r.token) != params.stop_token_ids.end();
-    if (may_stop && (eos || stop_id)) {
+    if ((may_stop && (eos || stop_id)) || (constraint != nullptr && constraint->is_terminated())) {
       g.finish = FinishReason::kStop;
       return g;
     }

@@ -138,7 +138,7 @@ TEST(Scheduler, PreemptsTheNewestSequenceAndRecomputesItLater) {
   }
   ASSERT_TRUE(preempted);
   const Sequence* victim = s->find(new_seq);
-  EXPECT_EQ(victim->status, SeqStatus::kWaiting);
+  EXPECT_EQ(victim->status, SeqStatus::kPreempted);
   EXPECT_EQ(victim->num_computed, 0);
   EXPECT_TRUE(victim->pages.empty());
   EXPECT_EQ(victim->num_preemptions, 1);
