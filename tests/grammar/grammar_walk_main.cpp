@@ -5,6 +5,7 @@
 // validates the texts independently (jsonschema, re.fullmatch, Python parsers).
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -13,6 +14,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "common/thread_pool.h"
 #include "grammar/compiler.h"
 #include "grammar/matcher.h"
 
@@ -44,6 +46,7 @@ nlohmann::json walk(const std::shared_ptr<const CompiledGrammar>& cg, int seed, 
     m.fill_next_token_bitmask(mask);
     std::vector<int> all;
     std::vector<int> short_ones;
+    std::vector<int> closing;  // single bytes that tend to close strings and brackets
     std::vector<int> visible;  // not whitespace only: flexible JSON whitespace would swamp the walk
     int end_allowed = -1;
     for (int id = 0; id < vocab.size(); ++id) {
@@ -60,6 +63,9 @@ nlohmann::json walk(const std::shared_ptr<const CompiledGrammar>& cg, int seed, 
       const std::string& bytes = vocab.token_bytes(id);
       if (bytes.find_first_not_of(" \t\n\r") != std::string::npos) visible.push_back(id);
       if (bytes.size() == 1) short_ones.push_back(id);
+      if (bytes.size() == 1 && std::string_view("\"}])>;,.0123456789").find(bytes[0]) != std::string_view::npos) {
+        closing.push_back(id);
+      }
     }
     if (!error.empty()) break;
     if (all.empty() && end_allowed < 0) {
@@ -71,6 +77,8 @@ nlohmann::json walk(const std::shared_ptr<const CompiledGrammar>& cg, int seed, 
     int pick = -1;
     if (end_allowed >= 0 && (all.empty() || u < (late ? 0.8 : 0.2))) {
       pick = end_allowed;
+    } else if (late && !closing.empty() && u < 0.9) {
+      pick = closing[rng() % closing.size()];
     } else if (!short_ones.empty() && (u > (late ? 0.1 : 0.6))) {
       pick = short_ones[rng() % short_ones.size()];
     } else if (!visible.empty() && u > 0.15) {
@@ -107,40 +115,62 @@ nlohmann::json walk(const std::shared_ptr<const CompiledGrammar>& cg, int seed, 
   return out;
 }
 
+// One constraint: compile it, then print its walks; a compile error is printed, not fatal.
+void run_entry(const nlohmann::json& entry, const std::filesystem::path& base,
+               const std::shared_ptr<const Vocabulary>& vocab, ThreadPool* pool, int seeds, int max_tokens) {
+  std::string name = entry.value("name", "");
+  ConstraintSpec spec{parse_constraint_kind(entry.at("kind").get<std::string>()), entry.value("text", "")};
+  if (entry.contains("file")) spec.text = read_file((base / entry["file"].get<std::string>()).string());
+  try {
+    auto t0 = std::chrono::steady_clock::now();
+    auto cg = compile_grammar(grammar_from_constraint(spec), vocab, pool);
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    std::cout << nlohmann::json({{"name", name}, {"compile_ms", ms}, {"states", cg->automaton.num_states()}}).dump()
+              << "\n";
+    for (int seed = 0; seed < seeds; ++seed) {
+      nlohmann::json w = walk(cg, seed, max_tokens);
+      w["name"] = name;
+      std::cout << w.dump() << "\n";
+    }
+  } catch (const Error& e) {
+    std::cout << nlohmann::json({{"name", name}, {"compile_error", e.what()}}).dump() << "\n";
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string tokenizer;
-  std::string kind;
-  std::string file;
+  std::string manifest;
+  std::string only;
   int seeds = 10;
   int max_tokens = 300;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string key = argv[i];
     std::string value = argv[i + 1];
     if (key == "--tokenizer") tokenizer = value;
-    else if (key == "--kind") kind = value;
-    else if (key == "--file") file = value;
+    else if (key == "--manifest") manifest = value;
+    else if (key == "--only") only = value;
     else if (key == "--seeds") seeds = std::stoi(value);
     else if (key == "--max-tokens") max_tokens = std::stoi(value);
   }
-  if (tokenizer.empty() || kind.empty()) {
-    std::cerr << "usage: grammar_walk --tokenizer tokenizer.json --kind json|regex|ebnf|choice|json_object "
-                 "[--file spec] [--seeds N] [--max-tokens N]\n";
+  if (tokenizer.empty() || manifest.empty()) {
+    std::cerr << "usage: grammar_walk --tokenizer tokenizer.json --manifest manifest.json [--only NAME] "
+                 "[--seeds N] [--max-tokens N]\n"
+                 "manifest: [{\"name\", \"kind\": json|regex|ebnf|choice|json_object, \"text\" or \"file\"}]\n";
     return 2;
   }
   try {
     auto vocab = Vocabulary::load_hf_tokenizer_json(tokenizer, 0);
-    ConstraintSpec spec{parse_constraint_kind(kind), file.empty() ? "" : read_file(file)};
-    if (spec.kind == ConstraintKind::kRegex && !spec.text.empty() && spec.text.back() == '\n') spec.text.pop_back();
-    auto t0 = std::chrono::steady_clock::now();
-    auto cg = compile_grammar(grammar_from_constraint(spec), vocab);
-    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    std::cout << nlohmann::json({{"compile_ms", ms}, {"states", cg->automaton.num_states()}}).dump() << "\n";
-    for (int seed = 0; seed < seeds; ++seed) std::cout << walk(cg, seed, max_tokens).dump() << "\n";
-  } catch (const Error& e) {
-    std::cout << nlohmann::json({{"compile_error", e.what()}}).dump() << "\n";
-    return 0;
+    ThreadPool pool(0);
+    auto entries = nlohmann::json::parse(read_file(manifest));
+    std::filesystem::path base = std::filesystem::path(manifest).parent_path();
+    for (const auto& entry : entries) {
+      if (only.empty() || entry.value("name", "") == only) run_entry(entry, base, vocab, &pool, seeds, max_tokens);
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "grammar_walk: " << e.what() << "\n";
+    return 1;
   }
   return 0;
 }
