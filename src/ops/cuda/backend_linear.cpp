@@ -1,0 +1,178 @@
+// CUDA backend linear layers: picks the kernel for a GEMM (bf16 tensor-core kernel with in-tile
+// dequantisation of fp8-block / fp4 weights, split over K when the output has too few tiles to
+// fill the GPU; cuBLASLt on a bf16 copy of the weight for large M; SIMT f32 for f32 weights and
+// odd K) and stages the activations (FP8 fake quant, bf16/f32, zero padded).
+#include <algorithm>
+
+#include "ops/cpu/gemm.h"
+#include "ops/cuda/cuda_backend_impl.h"
+#include "ops/cuda/cuda_check.h"
+#include "ops/cuda/kernels.h"
+
+namespace deepinfer::ops::cuda {
+namespace {
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// Whether the tensor-core kernel can stream this weight: 16-byte aligned rows and base.
+bool mma_compatible(const LinearWeight& w) {
+  const std::int64_t k = w.in_features();
+  const auto base = reinterpret_cast<std::uintptr_t>(w.data.raw_data());
+  if (base % 16 != 0) return false;
+  switch (w.format) {
+    case WeightFormat::kBF16: return k % 8 == 0;
+    case WeightFormat::kFp8Block: return k % 16 == 0;
+    case WeightFormat::kFp4: return k % 32 == 0;
+    case WeightFormat::kF32: return false;
+  }
+  return false;
+}
+
+// cuBLASLt handles of one matmul, released on every path out.
+struct LtMatmul {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  ~LtMatmul() {
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (d) cublasLtMatrixLayoutDestroy(d);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (desc) cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+}  // namespace
+
+void CudaBackend::linear(const Tensor& x, const LinearWeight& w, const LinearOptions& options, Tensor& out) {
+  cpu::validate_weight(w);
+  check_on_device(w.data, "linear weight");
+  if (w.quantized()) check_on_device(w.scale, "linear weight scale");
+  const std::int64_t k = w.in_features();
+  const std::int64_t n = w.out_features();
+  const DevRows xr = rows_of(x, k, "linear x");
+  const DevRows orow = rows_of(out, n, "linear out");
+  DI_CHECK(orow.rows == xr.rows, "linear: x {} · W{}ᵀ does not give out {}", x.shape(), w.data.shape(), out.shape());
+  DI_CHECK(options.act_quant_block >= 0, "linear: act_quant_block {} must be >= 0", options.act_quant_block);
+  gemm(xr, w, options.act_quant_block, orow);
+}
+
+void CudaBackend::gemm(const DevRows& x, const LinearWeight& w, int act_block, const DevRows& out) {
+  const std::int64_t m = x.rows, n = out.width, k = x.width;
+  if (m == 0 || n == 0) return;
+  activate();
+  const DevWeight dw = dev_weight(w);
+  if (!mma_compatible(w)) {
+    ScratchLayout layout;
+    const std::size_t a_off = layout.add(static_cast<std::size_t>(m * k) * sizeof(float));
+    std::uint8_t* base = scratch(layout.total());
+    auto* a = reinterpret_cast<float*>(base + a_off);
+    launch_act_prep_f32(x, act_block, a, k, stream_);
+    SimtGemmArgs args;
+    args.a = a;
+    args.lda = k;
+    args.m = m;
+    args.n = n;
+    args.k = k;
+    args.w = dw;
+    args.format = static_cast<int>(dev_format(w.format));
+    args.out = out;
+    launch_simt_gemm(args, stream_);
+    DI_CUDA_CHECK_LAUNCH("linear (simt)");
+    return;
+  }
+  if (!options_.batch_invariant && options_.cublas_min_rows > 0 && m >= options_.cublas_min_rows &&
+      gemm_cublas(x, w, act_block, out))
+    return;
+
+  const std::int64_t kpad = ceil_div(k, kGemmBK) * kGemmBK;
+  const MmaTile tile = m <= 16 ? MmaTile::kSmall : (m <= 64 ? MmaTile::kMedium : MmaTile::kLarge);
+  const MmaTileShape shape = mma_tile_shape(tile);
+  const std::int64_t ktiles = kpad / kGemmBK;
+  const std::int64_t n_tiles = ceil_div(n, shape.bn);
+  // Split K when the output tiles cannot fill the GPU. In batch-invariant mode the split count
+  // depends on (N, K) only, so a row's summation order never depends on M.
+  std::int64_t tiles = n_tiles * ceil_div(m, shape.bm);
+  if (options_.batch_invariant) tiles = ceil_div(n, 64);
+  std::int64_t splits = 1;
+  if (tiles < sm_count_) splits = std::min<std::int64_t>({ceil_div(2 * sm_count_, tiles), ktiles / 2, 32});
+  splits = std::max<std::int64_t>(splits, 1);
+  const std::int64_t per_split = ceil_div(ktiles, splits);
+  splits = ceil_div(ktiles, per_split);
+
+  ScratchLayout layout;
+  const std::size_t a_off = layout.add(static_cast<std::size_t>(m * kpad) * 2);
+  const std::size_t p_off = layout.add(splits > 1 ? static_cast<std::size_t>(splits * m * n) * sizeof(float) : 0);
+  std::uint8_t* base = scratch(layout.total());
+  auto* a = reinterpret_cast<std::uint16_t*>(base + a_off);
+  launch_act_prep_bf16(x, act_block, a, kpad, stream_);
+  MmaGemmArgs args;
+  args.a = a;
+  args.lda = kpad;
+  args.m = m;
+  args.n = n;
+  args.k = k;
+  args.ktiles = static_cast<int>(ktiles);
+  args.ktiles_per_split = static_cast<int>(per_split);
+  args.w = dw;
+  args.out[0] = out.base;
+  args.ldo = out.stride;
+  args.out_bf16 = out.bf16;
+  args.partial = splits > 1 ? reinterpret_cast<float*>(base + p_off) : nullptr;
+  launch_mma_gemm(dev_format(w.format), tile, false, args, static_cast<int>(n_tiles),
+                  static_cast<int>(ceil_div(m, shape.bm)), static_cast<int>(splits), stream_);
+  DI_CUDA_CHECK_LAUNCH("linear (mma)");
+  if (splits > 1) {
+    launch_splitk_reduce(args.partial, static_cast<int>(splits), m, n, out, stream_);
+    DI_CUDA_CHECK_LAUNCH("linear (split-K reduce)");
+  }
+}
+
+// out = x · Wᵀ through cuBLASLt on bf16 operands (the fp8/fp4 weight is first dequantised to bf16,
+// which is exact). Returns false when cuBLASLt offers no algorithm for the shape.
+bool CudaBackend::gemm_cublas(const DevRows& x, const LinearWeight& w, int act_block, const DevRows& out) {
+  const std::int64_t m = x.rows, n = out.width, k = x.width;
+  const std::int64_t lda = ceil_div(k, 8) * 8;
+  ScratchLayout layout;
+  const std::size_t a_off = layout.add(static_cast<std::size_t>(m * lda) * 2);
+  const bool need_w = w.format != WeightFormat::kBF16;
+  const std::size_t w_off = layout.add(need_w ? static_cast<std::size_t>(n * k) * 2 : 0);
+  std::uint8_t* base = scratch(layout.total());
+
+  LtMatmul mm;
+  DI_CUBLAS_CHECK(cublasLtMatmulDescCreate(&mm.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t trans = CUBLAS_OP_T, no_trans = CUBLAS_OP_N;
+  DI_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(mm.desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans, sizeof(trans)));
+  DI_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(mm.desc, CUBLASLT_MATMUL_DESC_TRANSB, &no_trans, sizeof(no_trans)));
+  // Column-major view: outᵀ [N, M] = W [K, N]ᵀ · xᵀ [K, M].
+  DI_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&mm.a, CUDA_R_16BF, static_cast<std::uint64_t>(k),
+                                             static_cast<std::uint64_t>(n), k));
+  DI_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&mm.b, CUDA_R_16BF, static_cast<std::uint64_t>(k),
+                                             static_cast<std::uint64_t>(m), lda));
+  DI_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&mm.d, out.bf16 ? CUDA_R_16BF : CUDA_R_32F,
+                                             static_cast<std::uint64_t>(n), static_cast<std::uint64_t>(m), out.stride));
+  DI_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&mm.pref));
+  DI_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(mm.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                       &cublas_workspace_bytes_, sizeof(cublas_workspace_bytes_)));
+  cublasLtMatmulHeuristicResult_t heuristic{};
+  int found = 0;
+  const cublasStatus_t status =
+      cublasLtMatmulAlgoGetHeuristic(lt_, mm.desc, mm.a, mm.b, mm.d, mm.d, mm.pref, 1, &heuristic, &found);
+  if (status != CUBLAS_STATUS_SUCCESS || found == 0) return false;
+
+  auto* a = reinterpret_cast<std::uint16_t*>(base + a_off);
+  launch_act_prep_bf16(x, act_block, a, lda, stream_);
+  const void* w16 = w.data.raw_data();
+  if (need_w) {
+    auto* deq = reinterpret_cast<std::uint16_t*>(base + w_off);
+    launch_dequant_weight(dev_weight(w), dev_format(w.format), n, k, deq, stream_);
+    w16 = deq;
+  }
+  DI_CUDA_CHECK_LAUNCH("linear (cublas staging)");
+  const float alpha = 1.0f, beta = 0.0f;
+  DI_CUBLAS_CHECK(cublasLtMatmul(lt_, mm.desc, &alpha, w16, mm.a, a, mm.b, &beta, out.base, mm.d, out.base, mm.d,
+                                 &heuristic.algo, cublas_workspace_, cublas_workspace_bytes_, stream_));
+  return true;
+}
+
+}  // namespace deepinfer::ops::cuda

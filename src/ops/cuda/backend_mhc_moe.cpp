@@ -1,0 +1,297 @@
+// CUDA backend mHC and MoE ops: hyper-connection mixing, routing, and the routed experts as a
+// pipeline of grouped GEMMs (pairs sorted by expert on the device, w1/w3 in one launch, SwiGLU +
+// FP8 fake quant, w2, then a per-token combine in ascending expert order).
+#include <algorithm>
+#include <vector>
+
+#include "ops/cpu/gemm.h"
+#include "ops/cuda/cuda_backend_impl.h"
+#include "ops/cuda/cuda_check.h"
+#include "ops/cuda/kernels.h"
+
+namespace deepinfer::ops::cuda {
+namespace {
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+struct HcShape {
+  std::int64_t tokens;
+  int n;
+  std::int64_t d;
+};
+
+HcShape check_stream(const Tensor& x, const char* op) {
+  DI_CHECK(x.ndim() == 3 && x.dim(1) >= 1 && x.dim(1) <= 16, "{}: stream {} must be [T, n_hc <= 16, D]", op, x.shape());
+  return {x.dim(0), static_cast<int>(x.dim(1)), x.dim(2)};
+}
+
+std::uint64_t mix_hash(std::uint64_t h, const void* p) {
+  h ^= reinterpret_cast<std::uintptr_t>(p) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  return h;
+}
+
+}  // namespace
+
+void CudaBackend::hc_pre(const Tensor& x, const HcWeights& w, const HcOptions& options, Tensor& y, Tensor& post,
+                         Tensor& comb) {
+  const HcShape s = check_stream(x, "hc_pre");
+  const int n_mix = (2 + s.n) * s.n;
+  HcArgs a;
+  a.fn = f32_of(w.fn, n_mix * s.n * s.d, "hc_pre fn");
+  a.base = f32_of(w.base, n_mix, "hc_pre base");
+  a.scale = f32_of(w.scale, 3, "hc_pre scale");
+  a.post = f32_mut(post, s.tokens * s.n, "hc_pre post");
+  a.comb = f32_mut(comb, s.tokens * s.n * s.n, "hc_pre comb");
+  a.x = rows_of(x, s.n * s.d, "hc_pre x");
+  a.y = rows_of(y, s.d, "hc_pre y");
+  DI_CHECK(a.y.rows == s.tokens, "hc_pre: y {} for {} tokens", y.shape(), s.tokens);
+  a.n = s.n;
+  a.d = s.d;
+  a.norm_eps = options.norm_eps;
+  a.hc_eps = options.hc_eps;
+  a.iters = options.sinkhorn_iters;
+  a.head = 0;
+  activate();
+  launch_hc_mix(a, stream_);
+  DI_CUDA_CHECK_LAUNCH("hc_pre");
+}
+
+void CudaBackend::hc_post(const Tensor& f, const Tensor& residual, const Tensor& post, const Tensor& comb,
+                          Tensor& out) {
+  const HcShape s = check_stream(residual, "hc_post");
+  DI_CHECK(out.shape() == residual.shape(), "hc_post: out {} must match the stream {}", out.shape(), residual.shape());
+  const DevRows rf = rows_of(f, s.d, "hc_post f");
+  DI_CHECK(rf.rows == s.tokens, "hc_post: f {} for {} tokens", f.shape(), s.tokens);
+  const float* pv = f32_of(post, s.tokens * s.n, "hc_post post");
+  const float* cv = f32_of(comb, s.tokens * s.n * s.n, "hc_post comb");
+  const DevRows rr = rows_of(residual, s.n * s.d, "hc_post residual");
+  const DevRows ro = rows_of(out, s.n * s.d, "hc_post out");
+  activate();
+  launch_hc_post(rf, rr, pv, cv, s.n, s.d, ro, stream_);
+  DI_CUDA_CHECK_LAUNCH("hc_post");
+}
+
+void CudaBackend::hc_head(const Tensor& x, const HcWeights& w, const HcOptions& options, Tensor& y) {
+  const HcShape s = check_stream(x, "hc_head");
+  HcArgs a;
+  a.fn = f32_of(w.fn, s.n * s.n * s.d, "hc_head fn");
+  a.base = f32_of(w.base, s.n, "hc_head base");
+  a.scale = f32_of(w.scale, 1, "hc_head scale");
+  a.x = rows_of(x, s.n * s.d, "hc_head x");
+  a.y = rows_of(y, s.d, "hc_head y");
+  DI_CHECK(a.y.rows == s.tokens, "hc_head: y {} for {} tokens", y.shape(), s.tokens);
+  a.n = s.n;
+  a.d = s.d;
+  a.norm_eps = options.norm_eps;
+  a.hc_eps = options.hc_eps;
+  a.head = 1;
+  activate();
+  launch_hc_mix(a, stream_);
+  DI_CUDA_CHECK_LAUNCH("hc_head");
+}
+
+void CudaBackend::moe_route(const Tensor& logits, const Tensor* bias, const Tensor* tid2eid, const Tensor* token_ids,
+                            const RouteOptions& options, Tensor& expert_ids, Tensor& weights) {
+  DI_CHECK(logits.ndim() == 2, "moe_route: logits {} must be [T, E]", logits.shape());
+  RouteArgs a;
+  a.tokens = logits.dim(0);
+  a.experts = static_cast<int>(logits.dim(1));
+  a.logits = f32_of(logits, a.tokens * a.experts, "moe_route logits");
+  a.k = options.top_k;
+  DI_CHECK(a.k > 0 && a.k <= a.experts && a.experts <= 4096, "moe_route: top_k {} for {} experts (<= 4096)", a.k,
+           a.experts);
+  DI_CHECK(expert_ids.dtype() == DType::kI32 && expert_ids.numel() == a.tokens * a.k && expert_ids.is_contiguous(),
+           "moe_route: expert_ids {} for [{}, {}]", expert_ids.shape(), a.tokens, a.k);
+  check_on_device(expert_ids, "moe_route expert_ids");
+  a.ids = expert_ids.data<std::int32_t>();
+  a.weights = f32_mut(weights, a.tokens * a.k, "moe_route weights");
+  if (bias != nullptr) a.bias = f32_of(*bias, a.experts, "moe_route bias");
+  if (tid2eid != nullptr) {
+    DI_CHECK(tid2eid->ndim() == 2 && tid2eid->dim(1) == a.k, "moe_route: tid2eid {} must be i32 [V, {}]",
+             tid2eid->shape(), a.k);
+    a.tid2eid = i32_of(*tid2eid, -1, "moe_route tid2eid");
+    a.vocab = tid2eid->dim(0);
+    DI_CHECK(token_ids != nullptr, "moe_route: hash routing needs token ids");
+    a.token_ids = i32_of(*token_ids, a.tokens, "moe_route token_ids");
+  }
+  a.route_scale = options.route_scale;
+  a.score_func = options.score_func == ScoreFunc::kSqrtSoftplus ? 0 : (options.score_func == ScoreFunc::kSigmoid ? 1 : 2);
+  a.normalize = options.normalize ? 1 : 0;
+  a.normalize_eps = options.normalize_eps;
+  a.err = err_;
+  activate();
+  launch_moe_route(a, stream_);
+  DI_CUDA_CHECK_LAUNCH("moe_route");
+}
+
+// The device array of DevWeight for one of w1 (0), w3 (1), w2 (2) over all experts, cached by the
+// identity of the expert set (uploaded once; later calls, graph captures included, reuse it).
+const DevWeight* CudaBackend::expert_table(std::span<const ExpertWeights> experts, int which, std::uint64_t key) {
+  const std::uint64_t slot = key * 4 + static_cast<std::uint64_t>(which);
+  const auto found = expert_tables_.find(slot);
+  if (found != expert_tables_.end()) return static_cast<const DevWeight*>(found->second.raw_data());
+  std::vector<DevWeight> host(experts.size());
+  for (std::size_t e = 0; e < experts.size(); ++e) {
+    const ExpertWeights& ew = experts[e];
+    host[e] = dev_weight(which == 0 ? ew.w1 : (which == 1 ? ew.w3 : ew.w2));
+  }
+  const auto bytes = static_cast<std::int64_t>(host.size() * sizeof(DevWeight));
+  Tensor table = empty(Shape{bytes}, DType::kU8);
+  DI_CUDA_CHECK(cudaMemcpy(table.raw_data(), host.data(), static_cast<std::size_t>(bytes), cudaMemcpyHostToDevice));
+  const auto* ptr = static_cast<const DevWeight*>(table.raw_data());
+  expert_tables_.emplace(slot, std::move(table));
+  return ptr;
+}
+
+void CudaBackend::moe_experts(const Tensor& x, const Tensor& expert_ids, const Tensor& weights,
+                              std::span<const ExpertWeights> experts, const MoeOptions& options, Tensor& out) {
+  DI_CHECK(!experts.empty(), "moe_experts: no experts");
+  const ExpertWeights& e0 = experts.front();
+  const std::int64_t dim = e0.w1.in_features();
+  const std::int64_t inter = e0.w1.out_features();
+  std::uint64_t key = experts.size();
+  for (const ExpertWeights& ew : experts) {
+    for (const LinearWeight* w : {&ew.w1, &ew.w3, &ew.w2}) {
+      cpu::validate_weight(*w);
+      check_on_device(w->data, "moe_experts weight");
+      DI_CHECK(w->format == e0.w1.format && w->block == e0.w1.block && w->format != WeightFormat::kF32 &&
+                   (!w->quantized() || w->scale.dtype() == e0.w1.scale.dtype()) &&
+                   reinterpret_cast<std::uintptr_t>(w->data.raw_data()) % 16 == 0,
+               "moe_experts: every expert weight must share one bf16/fp8/fp4 format, block and scale dtype");
+      key = mix_hash(mix_hash(key, w->data.raw_data()), w->quantized() ? w->scale.raw_data() : nullptr);
+    }
+    DI_CHECK(ew.w1.data.shape() == e0.w1.data.shape() && ew.w3.data.shape() == e0.w1.data.shape() &&
+                 ew.w2.in_features() == inter && ew.w2.out_features() == dim,
+             "moe_experts: expert shapes differ (w1 {}, w3 {}, w2 {})", ew.w1.data.shape(), ew.w3.data.shape(),
+             ew.w2.data.shape());
+  }
+  const std::int64_t align = e0.w1.format == WeightFormat::kFp4 ? 32 : 16;
+  DI_CHECK(dim % align == 0 && inter % align == 0, "moe_experts: dims {} / {} must be multiples of {}", dim, inter,
+           align);
+  const DevRows xr = rows_of(x, dim, "moe_experts x");
+  const std::int64_t t_count = xr.rows;
+  DI_CHECK(expert_ids.ndim() == 2 && expert_ids.dim(0) == t_count && expert_ids.dim(1) <= 64,
+           "moe_experts: ids {} for {} tokens (k <= 64)", expert_ids.shape(), t_count);
+  const int k = static_cast<int>(expert_ids.dim(1));
+  const std::int64_t pairs = t_count * k;
+  const std::int32_t* ids = i32_of(expert_ids, pairs, "moe_experts expert_ids");
+  const float* wts = f32_of(weights, pairs, "moe_experts weights");
+  float* o = f32_mut(out, t_count * dim, "moe_experts out");
+  if (pairs == 0) return;
+  activate();
+
+  const auto n_exp = static_cast<std::int64_t>(experts.size());
+  const std::int64_t rows_per_expert = ceil_div(pairs, std::min(n_exp, pairs));
+  const MmaTile tile = rows_per_expert <= 16 ? MmaTile::kSmall : (rows_per_expert <= 96 ? MmaTile::kMedium : MmaTile::kLarge);
+  const MmaTileShape shape = mma_tile_shape(tile);
+  const std::int64_t max_items = pairs / shape.bm + std::min(n_exp, pairs) + 1;
+  const std::int64_t kpad1 = ceil_div(dim, kGemmBK) * kGemmBK;
+  const std::int64_t kpad2 = ceil_div(inter, kGemmBK) * kGemmBK;
+
+  ScratchLayout layout;
+  const std::size_t xa_off = layout.add(static_cast<std::size_t>(t_count * kpad1) * 2);
+  const std::size_t gate_off = layout.add(static_cast<std::size_t>(pairs * inter) * 4);
+  const std::size_t up_off = layout.add(static_cast<std::size_t>(pairs * inter) * 4);
+  const std::size_t h_off = layout.add(static_cast<std::size_t>(pairs * kpad2) * 2);
+  const std::size_t y_off = layout.add(static_cast<std::size_t>(pairs * dim) * 4);
+  const std::size_t pos_off = layout.add(static_cast<std::size_t>(pairs) * 4);
+  const std::size_t rows_off = layout.add(static_cast<std::size_t>(pairs) * 4);
+  const std::size_t rw_off = layout.add(static_cast<std::size_t>(pairs) * 4);
+  const std::size_t items_off = layout.add(static_cast<std::size_t>(max_items) * sizeof(int4));
+  const std::size_t count_off = layout.add(sizeof(int));
+  const DevWeight* t1 = expert_table(experts, 0, key);
+  const DevWeight* t3 = expert_table(experts, 1, key);
+  const DevWeight* t2 = expert_table(experts, 2, key);
+  std::uint8_t* base = scratch(layout.total());
+  auto* xa = reinterpret_cast<std::uint16_t*>(base + xa_off);
+  auto* gate = reinterpret_cast<float*>(base + gate_off);
+  auto* up = reinterpret_cast<float*>(base + up_off);
+  auto* h = reinterpret_cast<std::uint16_t*>(base + h_off);
+  auto* y = reinterpret_cast<float*>(base + y_off);
+  auto* pos = reinterpret_cast<std::int32_t*>(base + pos_off);
+  auto* a_rows = reinterpret_cast<std::int32_t*>(base + rows_off);
+  auto* rw = reinterpret_cast<float*>(base + rw_off);
+  auto* items = reinterpret_cast<int4*>(base + items_off);
+  auto* item_count = reinterpret_cast<int*>(base + count_off);
+
+  launch_act_prep_bf16(xr, options.act_quant_block, xa, kpad1, stream_);
+  MoeSortArgs sort;
+  sort.ids = ids;
+  sort.weights = wts;
+  sort.pairs = pairs;
+  sort.k = k;
+  sort.experts = static_cast<int>(n_exp);
+  sort.bm = shape.bm;
+  sort.pos = pos;
+  sort.a_rows = a_rows;
+  sort.rw = rw;
+  sort.items = items;
+  sort.item_count = item_count;
+  sort.err = err_;
+  launch_moe_sort(sort, stream_);
+  DI_CUDA_CHECK_LAUNCH("moe_experts (sort)");
+
+  const DevWeightFormat format = dev_format(e0.w1.format);
+  MmaGemmArgs g;
+  g.a = xa;
+  g.lda = kpad1;
+  g.a_rows = a_rows;
+  g.m = pairs;
+  g.n = inter;
+  g.k = dim;
+  g.ktiles = static_cast<int>(kpad1 / kGemmBK);
+  g.ktiles_per_split = g.ktiles;
+  g.tables[0] = t1;
+  g.tables[1] = t3;
+  g.out[0] = gate;
+  g.out[1] = up;
+  g.ldo = inter;
+  g.items = items;
+  g.item_count = item_count;
+  launch_mma_gemm(format, tile, true, g, static_cast<int>(ceil_div(inter, shape.bn)), static_cast<int>(max_items), 2,
+                  stream_);
+  DI_CUDA_CHECK_LAUNCH("moe_experts (w1/w3)");
+
+  MoeSwigluArgs sw;
+  sw.gate = gate;
+  sw.up = up;
+  sw.rw = rw;
+  sw.inter = inter;
+  sw.limit = options.swiglu_limit;
+  sw.mid_bf16 = options.intermediate_dtype == DType::kBF16 ? 1 : 0;
+  sw.act_block = options.act_quant_block;
+  sw.out = h;
+  sw.ld = kpad2;
+  launch_moe_swiglu(sw, pairs, stream_);
+  DI_CUDA_CHECK_LAUNCH("moe_experts (swiglu)");
+
+  MmaGemmArgs g2 = g;
+  g2.a = h;
+  g2.lda = kpad2;
+  g2.a_rows = nullptr;
+  g2.n = dim;
+  g2.k = inter;
+  g2.ktiles = static_cast<int>(kpad2 / kGemmBK);
+  g2.ktiles_per_split = g2.ktiles;
+  g2.tables[0] = t2;
+  g2.tables[1] = nullptr;
+  g2.out[0] = y;
+  g2.out[1] = nullptr;
+  g2.ldo = dim;
+  launch_mma_gemm(format, tile, true, g2, static_cast<int>(ceil_div(dim, shape.bn)), static_cast<int>(max_items), 1,
+                  stream_);
+  DI_CUDA_CHECK_LAUNCH("moe_experts (w2)");
+
+  MoeCombineArgs c;
+  c.y = y;
+  c.pos = pos;
+  c.ids = ids;
+  c.k = k;
+  c.d = dim;
+  c.mid_bf16 = sw.mid_bf16;
+  c.out = o;
+  launch_moe_combine(c, t_count, stream_);
+  DI_CUDA_CHECK_LAUNCH("moe_experts (combine)");
+}
+
+}  // namespace deepinfer::ops::cuda

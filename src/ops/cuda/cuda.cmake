@@ -1,0 +1,24 @@
+# Sources of the CUDA backend, included by src/ops/CMakeLists.txt (paths relative to src/ops).
+# CUDA builds compile the kernels and host code; other builds get the "built without CUDA"
+# factory instead, so make_cuda_backend() links everywhere.
+set(ops_cuda_sources
+  cuda/backend_core.cpp cuda/backend_linear.cpp cuda/backend_attention.cpp cuda/backend_mhc_moe.cpp
+  cuda/cuda_timing.cpp
+  cuda/rows_kernels.cu cuda/gemm_kernels.cu cuda/attention_kernels.cu cuda/mhc_compressor_kernels.cu
+  cuda/moe_kernels.cu)
+if(DEEPINFER_HAVE_CUDA)
+  set(ops_cuda_fallback_sources "")
+else()
+  set(ops_cuda_fallback_sources cuda/cuda_unavailable.cpp)
+endif()
+
+# Links cuBLASLt and sets the kernels' compile flags on the ops library (CUDA builds only).
+function(deepinfer_ops_cuda_setup target)
+  if(NOT DEEPINFER_HAVE_CUDA)
+    return()
+  endif()
+  target_link_libraries(${target} PUBLIC CUDA::cublasLt)
+  # The kernels need C++17 only; CMake 3.25 (CI) knows no C++20 dialect flag for nvcc 13.
+  set_target_properties(${target} PROPERTIES CUDA_STANDARD 17)
+  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -lineinfo>)
+endfunction()

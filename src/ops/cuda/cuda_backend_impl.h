@@ -1,0 +1,133 @@
+// The CUDA backend class (internal to src/ops/cuda; CUDA builds only). Every op validates its
+// tensors on the host, then enqueues kernels on the backend's own stream; faults found in
+// device-resident indices surface as deepinfer::Error at the next synchronize(). Temporaries come
+// from one grow-only scratch buffer, so steady-state calls allocate nothing and can be captured
+// into CUDA graphs once warmed up.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <unordered_map>
+
+#include "ops/backend.h"
+#include "ops/cuda/cuda_backend.h"
+#include "ops/cuda/device_rows.h"
+
+namespace deepinfer::ops::cuda {
+
+// Bump layout of one op's temporaries inside the scratch buffer (256-byte aligned pieces).
+class ScratchLayout {
+ public:
+  std::size_t add(std::size_t bytes) {
+    const std::size_t offset = total_;
+    total_ += (bytes + 255) / 256 * 256;
+    return offset;
+  }
+  std::size_t total() const { return total_; }
+
+ private:
+  std::size_t total_ = 0;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(const CudaBackendOptions& options);
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  std::string_view name() const override { return "cuda"; }
+  Device device() const override { return Device::cuda(device_); }
+  cudaStream_t stream() const { return stream_; }
+  const CudaBackendOptions& options() const { return options_; }
+
+  Tensor empty(const Shape& shape, DType dtype) override;
+  void copy(const Tensor& src, Tensor& dst) override;
+  Tensor upload(const Tensor& host) override;
+  void fill(Tensor& dst, float value) override;
+  void convert(const Tensor& src, Tensor& dst) override;
+  void synchronize() override;
+
+  void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
+  void gather_rows(const Tensor& src, const Tensor& rows, Tensor& out) override;
+  void scatter_rows(const Tensor& src, const RowView& dst, const Tensor& rows) override;
+  void add(const Tensor& a, const Tensor& b, Tensor& out) override;
+  void scale(const Tensor& a, float s, Tensor& out) override;
+
+  void linear(const Tensor& x, const LinearWeight& w, const LinearOptions& options, Tensor& out) override;
+
+  void rms_norm(const Tensor& x, const Tensor* weight, float eps, Tensor& out) override;
+  void rope(Tensor& x, const Tensor& positions, const RopeTable& table, bool inverse) override;
+  void hadamard(Tensor& x) override;
+
+  void fake_quant_fp8(Tensor& x, std::int64_t col_begin, std::int64_t col_end, int block) override;
+  void fake_quant_fp4(Tensor& x, int block, Fp4ScaleKind scale_kind) override;
+
+  void sparse_attention(const Tensor& q, std::span<const RowView> sources, const Tensor& indices,
+                        const Tensor& sinks, const AttentionOptions& options, Tensor& out) override;
+  void indexer_scores(const Tensor& q, const RowView& keys, std::int64_t num_keys, const Tensor& weights,
+                      Tensor& out) override;
+  void topk_visible(const Tensor& scores, const Tensor& positions, int ratio, int k, int offset,
+                    Tensor& out) override;
+
+  void compressor_update(const Tensor& kv, const Tensor& score, const Tensor& ape, std::int64_t start_pos,
+                         CompressorState& state, Tensor& out) override;
+
+  void hc_pre(const Tensor& x, const HcWeights& w, const HcOptions& options, Tensor& y, Tensor& post,
+              Tensor& comb) override;
+  void hc_post(const Tensor& f, const Tensor& residual, const Tensor& post, const Tensor& comb,
+               Tensor& out) override;
+  void hc_head(const Tensor& x, const HcWeights& w, const HcOptions& options, Tensor& y) override;
+
+  void moe_route(const Tensor& logits, const Tensor* bias, const Tensor* tid2eid, const Tensor* token_ids,
+                 const RouteOptions& options, Tensor& expert_ids, Tensor& weights) override;
+  void moe_experts(const Tensor& x, const Tensor& expert_ids, const Tensor& weights,
+                   std::span<const ExpertWeights> experts, const MoeOptions& options, Tensor& out) override;
+  void swiglu(const Tensor& gate, const Tensor& up, float limit, Tensor& out) override;
+
+  void argmax(const Tensor& logits, Tensor& out) override;
+
+  // ---- helpers shared by the op files -------------------------------------------------------------
+  // Makes this backend's device current (ops may be called from any thread).
+  void activate() const;
+  // Row view of a device tensor (same layout rules as the CPU backend's as_rows).
+  DevRows rows_of(const Tensor& t, std::int64_t width, const char* op) const;
+  DevRows rows_of(const Tensor& t, const char* op) const { return rows_of(t, t.ndim() == 0 ? 1 : t.dim(-1), op); }
+  DevRowSource source_of(const RowView& view, const char* op) const;
+  const std::int32_t* i32_of(const Tensor& t, std::int64_t count, const char* what) const;
+  const float* f32_of(const Tensor& t, std::int64_t count, const char* what) const;
+  float* f32_mut(Tensor& t, std::int64_t count, const char* what) const;
+  void check_on_device(const Tensor& t, const char* what) const;
+  // At least `bytes` of scratch (grows, outside graph capture only); valid until the next op.
+  std::uint8_t* scratch(std::size_t bytes);
+  int* fault_word() const { return err_; }
+  int sm_count() const { return sm_count_; }
+
+  // y[M, N] = x · Wᵀ with x rows in `x` (act FP8 fake quant per act_block when > 0).
+  void gemm(const DevRows& x, const LinearWeight& w, int act_block, const DevRows& out);
+
+ private:
+  int device_ = 0;
+  CudaBackendOptions options_;
+  cudaStream_t stream_ = nullptr;
+  cublasLtHandle_t lt_ = nullptr;
+  int* err_ = nullptr;
+  int sm_count_ = 0;
+  std::uint8_t* scratch_ = nullptr;
+  std::size_t scratch_bytes_ = 0;
+  void* cublas_workspace_ = nullptr;
+  std::size_t cublas_workspace_bytes_ = 0;
+  // Device copies of the per-expert weight tables of moe_experts, keyed by a hash of the pointers.
+  std::unordered_map<std::uint64_t, Tensor> expert_tables_;
+
+  void check_faults();
+  bool gemm_cublas(const DevRows& x, const LinearWeight& w, int act_block, const DevRows& out);
+  const DevWeight* expert_table(std::span<const ExpertWeights> experts, int which, std::uint64_t key);
+};
+
+DevWeightFormat dev_format(WeightFormat f);
+DevWeight dev_weight(const LinearWeight& w);
+
+}  // namespace deepinfer::ops::cuda

@@ -1,0 +1,243 @@
+// Launch wrappers of the CUDA backend's kernels and their argument structs. Internal to
+// src/ops/cuda and compiled only in CUDA builds (it names cudaStream_t); the host code (.cpp)
+// validates tensors, fills these structs and calls the wrappers on the backend's stream.
+#pragma once
+
+#include <cuda_runtime_api.h>
+#include <vector_types.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ops/cuda/device_rows.h"
+
+namespace deepinfer::ops::cuda {
+
+// ---- rows ---------------------------------------------------------------------------------------
+enum class BinaryOp : int { kAdd = 0, kSwiglu = 1, kScale = 2 };
+
+void launch_fill(const DevRows& m, float value, cudaStream_t stream);
+void launch_convert(const DevRows& src, const DevRows& dst, cudaStream_t stream);
+void launch_embedding(const std::int32_t* ids, std::int64_t count, const DevRows& table, const DevRows& out,
+                      std::int64_t copies, int* err, cudaStream_t stream);
+void launch_gather_rows(const DevRows& src, const std::int32_t* rows, const DevRows& out, int* err,
+                        cudaStream_t stream);
+void launch_scatter_rows(const DevRows& src, const DevRowSource& dst, const std::int32_t* rows, int* err,
+                         cudaStream_t stream);
+void launch_binary(const DevRows& a, const DevRows& b, const DevRows& out, BinaryOp op, float param,
+                   cudaStream_t stream);
+void launch_rms_norm(const DevRows& x, const DevRows* weight, float eps, const DevRows& out, cudaStream_t stream);
+void launch_rope(const DevRows& x, std::int64_t heads, const std::int32_t* positions, const float* inv_freq,
+                 int rope_dim, bool inverse, cudaStream_t stream);
+void launch_hadamard(const DevRows& x, cudaStream_t stream);
+// kind 0 = FP8 E4M3 pow2 scale, 1 = FP4 with UE8M0 scale, 2 = FP4 with E4M3 scale.
+void launch_fake_quant(const DevRows& x, std::int64_t col_begin, std::int64_t col_end, int block, int kind,
+                       cudaStream_t stream);
+void launch_argmax(const DevRows& logits, std::int32_t* out, cudaStream_t stream);
+
+// ---- GEMM ---------------------------------------------------------------------------------------
+enum class MmaTile : int { kSmall, kMedium, kLarge };
+struct MmaTileShape {
+  int bm;
+  int bn;
+};
+MmaTileShape mma_tile_shape(MmaTile tile);
+constexpr int kGemmBK = 64;
+
+struct MmaGemmArgs {
+  const std::uint16_t* a = nullptr;  // bf16 [rows, lda], zero padded to ktiles * 64
+  std::int64_t lda = 0;
+  const std::int32_t* a_rows = nullptr;  // optional row gather
+  std::int64_t m = 0;
+  std::int64_t n = 0;
+  std::int64_t k = 0;
+  int ktiles = 0;
+  int ktiles_per_split = 0;
+  DevWeight w;                              // dense
+  const DevWeight* tables[2] = {nullptr, nullptr};  // grouped: per-expert weights of each set
+  void* out[2] = {nullptr, nullptr};
+  std::int64_t ldo = 0;
+  int out_bf16 = 0;
+  float* partial = nullptr;  // dense split-K: [splits][m][n]
+  const int4* items = nullptr;      // grouped: {expert, row_begin, rows, 0}
+  const int* item_count = nullptr;
+};
+
+struct SimtGemmArgs {
+  const float* a = nullptr;  // f32 [m, lda]
+  std::int64_t lda = 0;
+  std::int64_t m = 0;
+  std::int64_t n = 0;
+  std::int64_t k = 0;
+  DevWeight w;
+  int format = 0;  // DevWeightFormat
+  DevRows out;
+};
+
+void launch_act_prep_bf16(const DevRows& x, int act_block, std::uint16_t* out, std::int64_t ld, cudaStream_t stream);
+void launch_act_prep_f32(const DevRows& x, int act_block, float* out, std::int64_t ld, cudaStream_t stream);
+void launch_mma_gemm(DevWeightFormat format, MmaTile tile, bool grouped, const MmaGemmArgs& args, int grid_x,
+                     int grid_y, int grid_z, cudaStream_t stream);
+void launch_simt_gemm(const SimtGemmArgs& args, cudaStream_t stream);
+void launch_splitk_reduce(const float* partial, int splits, std::int64_t m, std::int64_t n, const DevRows& out,
+                          cudaStream_t stream);
+void launch_dequant_weight(const DevWeight& w, DevWeightFormat format, std::int64_t n, std::int64_t k,
+                           std::uint16_t* out, cudaStream_t stream);
+
+// ---- attention ------------------------------------------------------------------------------------
+constexpr int kMaxAttnSources = 4;
+constexpr int kMaxHeadsPerCta = 16;
+
+struct AttentionArgs {
+  DevRows q;  // [T * H, d]
+  DevRowSource src[kMaxAttnSources];
+  std::int64_t src_start[kMaxAttnSources + 1] = {};
+  int num_sources = 0;
+  const std::int32_t* idx = nullptr;
+  std::int64_t idx_stride = 0;
+  int kcount = 0;
+  const float* sinks = nullptr;
+  float scale = 1.0f;
+  int round_probs = 0;
+  int block = 64;
+  DevRows out;  // [T * H, d]
+  int heads = 0;
+  int d = 0;
+  int heads_per_cta = 16;
+  int splits = 1;
+  int blocks_per_split = 0;
+  float* part_ml = nullptr;   // [T * H * splits][2]
+  float* part_acc = nullptr;  // [T * H * splits][d]
+  int* err = nullptr;
+};
+
+struct IndexerArgs {
+  DevRows q;  // [T * H, d]
+  DevRowSource keys;
+  std::int64_t num_keys = 0;
+  const float* weights = nullptr;  // [T, H]
+  float* out = nullptr;
+  std::int64_t out_stride = 0;
+  int heads = 0;
+  int d = 0;
+  int* err = nullptr;
+};
+
+struct TopkArgs {
+  const float* scores = nullptr;
+  std::int64_t score_stride = 0;
+  std::int64_t n = 0;
+  const std::int32_t* positions = nullptr;
+  int ratio = 1;
+  int k = 0;
+  int offset = 0;
+  int pow2 = 1;  // power of two >= k
+  std::int32_t* out = nullptr;
+  std::int64_t out_stride = 0;
+};
+
+std::size_t attention_smem_bytes(int heads_per_cta, int d, int block);
+std::size_t indexer_smem_bytes(int heads, int d);
+void launch_sparse_attention(const AttentionArgs& args, std::int64_t tokens, cudaStream_t stream);
+void launch_indexer_scores(const IndexerArgs& args, std::int64_t tokens, cudaStream_t stream);
+void launch_topk_visible(const TopkArgs& args, std::int64_t rows, cudaStream_t stream);
+
+// ---- compressor / mHC ------------------------------------------------------------------------------
+struct CompressorArgs {
+  const float* kv = nullptr;
+  const float* score = nullptr;
+  const float* ape = nullptr;
+  float* state_kv = nullptr;
+  float* state_score = nullptr;
+  float* out = nullptr;
+  std::int64_t start_pos = 0;
+  std::int64_t tokens = 0;
+  int ratio = 0;
+  int overlap = 0;
+  std::int64_t d = 0;
+  std::int64_t width = 0;
+};
+
+struct HcArgs {
+  DevRows x;  // [T, n * D]
+  const float* fn = nullptr;
+  const float* base = nullptr;
+  const float* scale = nullptr;
+  int n = 0;
+  std::int64_t d = 0;
+  float norm_eps = 0.0f;
+  float hc_eps = 0.0f;
+  int iters = 0;
+  int head = 0;
+  DevRows y;  // [T, D]
+  float* post = nullptr;
+  float* comb = nullptr;
+};
+
+void launch_compressor(const CompressorArgs& args, cudaStream_t stream);
+void launch_hc_mix(const HcArgs& args, cudaStream_t stream);
+void launch_hc_post(const DevRows& f, const DevRows& residual, const float* post, const float* comb, int n,
+                    std::int64_t d, const DevRows& out, cudaStream_t stream);
+
+// ---- MoE ----------------------------------------------------------------------------------------
+struct RouteArgs {
+  const float* logits = nullptr;
+  std::int64_t tokens = 0;
+  int experts = 0;
+  const float* bias = nullptr;
+  const std::int32_t* tid2eid = nullptr;
+  std::int64_t vocab = 0;
+  const std::int32_t* token_ids = nullptr;
+  int k = 0;
+  float route_scale = 1.0f;
+  int score_func = 0;  // 0 sqrtsoftplus, 1 sigmoid, 2 softmax
+  int normalize = 1;
+  float normalize_eps = 0.0f;
+  std::int32_t* ids = nullptr;
+  float* weights = nullptr;
+  int* err = nullptr;
+};
+
+struct MoeSortArgs {
+  const std::int32_t* ids = nullptr;  // [pairs]
+  const float* weights = nullptr;     // [pairs]
+  std::int64_t pairs = 0;
+  int k = 0;
+  int experts = 0;
+  int bm = 16;
+  std::int32_t* pos = nullptr;     // [pairs] placed row of each pair (-1 = bad id)
+  std::int32_t* a_rows = nullptr;  // [pairs] token of each placed row
+  float* rw = nullptr;             // [pairs] routing weight of each placed row
+  int4* items = nullptr;
+  int* item_count = nullptr;
+  int* err = nullptr;
+};
+
+struct MoeSwigluArgs {
+  const float* gate = nullptr;  // [P, inter]
+  const float* up = nullptr;
+  const float* rw = nullptr;
+  std::int64_t inter = 0;
+  float limit = 0.0f;
+  int mid_bf16 = 0;
+  int act_block = 0;
+  std::uint16_t* out = nullptr;  // bf16 [P, ld]
+  std::int64_t ld = 0;
+};
+
+struct MoeCombineArgs {
+  const float* y = nullptr;  // [P, d]
+  const std::int32_t* pos = nullptr;
+  const std::int32_t* ids = nullptr;
+  int k = 0;
+  std::int64_t d = 0;
+  int mid_bf16 = 0;
+  float* out = nullptr;  // [T, d]
+};
+
+void launch_moe_route(const RouteArgs& args, cudaStream_t stream);
+void launch_moe_sort(const MoeSortArgs& args, cudaStream_t stream);
+void launch_moe_swiglu(const MoeSwigluArgs& args, std::int64_t rows, cudaStream_t stream);
+void launch_moe_combine(const MoeCombineArgs& args, std::int64_t tokens, cudaStream_t stream);
+
+}  // namespace deepinfer::ops::cuda

@@ -1,0 +1,191 @@
+// mHC mixing (stream RMS, mixing dot products, Sinkhorn, collapse, post-mix, head) and the KV
+// compressor's per-sequence group state. The compressor is sequential in tokens but independent
+// per channel, so one thread owns one channel (and its overlap twin) across the whole chunk.
+#include "ops/cuda/device_formats.cuh"
+#include "ops/cuda/kernels.h"
+
+namespace deepinfer::ops::cuda {
+namespace {
+
+constexpr int kHcThreads = 256;
+constexpr int kMixChunk = 24;  // mixing sums held in registers per pass over the stream row
+constexpr int kMaxMix = (2 + 16) * 16;
+
+__device__ __forceinline__ float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+// comb (n × n) <- Sinkhorn of its logits, in the reference's order (single thread: n <= 16).
+__device__ void sinkhorn(float* comb, int n, int iters, float eps) {
+  for (int r = 0; r < n; ++r) {
+    float* row = comb + r * n;
+    float mx = row[0];
+    for (int c = 1; c < n; ++c) mx = fmaxf(mx, row[c]);
+    float sum = 0.0f;
+    for (int c = 0; c < n; ++c) {
+      row[c] = expf(row[c] - mx);
+      sum += row[c];
+    }
+    for (int c = 0; c < n; ++c) row[c] = row[c] / sum + eps;
+  }
+  for (int it = 0; it < iters; ++it) {
+    if (it > 0) {
+      for (int r = 0; r < n; ++r) {
+        float sum = 0.0f;
+        for (int c = 0; c < n; ++c) sum += comb[r * n + c];
+        for (int c = 0; c < n; ++c) comb[r * n + c] /= sum + eps;
+      }
+    }
+    for (int c = 0; c < n; ++c) {
+      float sum = 0.0f;
+      for (int r = 0; r < n; ++r) sum += comb[r * n + c];
+      for (int r = 0; r < n; ++r) comb[r * n + c] /= sum + eps;
+    }
+  }
+}
+
+// One block per token: mixes[m] = (fn[m] · x) · rsqrt(mean(x²) + eps); then pre (+ post, comb
+// with Sinkhorn unless head) and y = Σ_i pre_i x_i.
+__global__ void __launch_bounds__(kHcThreads) hc_mix_kernel(HcArgs a) {
+  __shared__ float mixes[kMaxMix];
+  __shared__ float red[kHcThreads / 32][kMixChunk + 1];
+  __shared__ float pre[16];
+  __shared__ float comb_s[16 * 16];
+  const std::int64_t t = blockIdx.x;
+  const std::int64_t width = a.n * a.d;
+  const int n_mix = a.head ? a.n : (2 + a.n) * a.n;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  float ss = 0.0f;
+  for (int m0 = 0; m0 < n_mix; m0 += kMixChunk) {
+    float acc[kMixChunk];
+#pragma unroll
+    for (int m = 0; m < kMixChunk; ++m) acc[m] = 0.0f;
+    for (std::int64_t i = threadIdx.x; i < width; i += kHcThreads) {
+      const float xv = load_elem(a.x, t, i);
+      if (m0 == 0) ss = fmaf(xv, xv, ss);
+#pragma unroll
+      for (int m = 0; m < kMixChunk; ++m)
+        if (m0 + m < n_mix) acc[m] = fmaf(a.fn[(m0 + m) * width + i], xv, acc[m]);
+    }
+#pragma unroll
+    for (int m = 0; m < kMixChunk; ++m) {
+      const float v = warp_sum(acc[m]);
+      if (lane == 0) red[warp][m] = v;
+    }
+    if (m0 == 0) {
+      const float v = warp_sum(ss);
+      if (lane == 0) red[warp][kMixChunk] = v;
+    }
+    __syncthreads();
+    if (threadIdx.x <= kMixChunk) {
+      float total = 0.0f;
+      for (int w = 0; w < kHcThreads / 32; ++w) total += red[w][threadIdx.x];
+      if (threadIdx.x < kMixChunk) {
+        if (m0 + static_cast<int>(threadIdx.x) < n_mix) mixes[m0 + threadIdx.x] = total;
+      } else if (m0 == 0) {
+        pre[0] = total;  // sum of squares, parked until the mixes are scaled
+      }
+    }
+    __syncthreads();
+    if (m0 == 0) {
+      ss = pre[0];
+      __syncthreads();
+    }
+  }
+  if (threadIdx.x == 0) {
+    const float inv = 1.0f / sqrtf(ss / static_cast<float>(width) + a.norm_eps);
+    for (int m = 0; m < n_mix; ++m) mixes[m] *= inv;
+    const int n = a.n;
+    for (int i = 0; i < n; ++i) pre[i] = sigmoidf(mixes[i] * a.scale[0] + a.base[i]) + a.hc_eps;
+    if (!a.head) {
+      for (int i = 0; i < n; ++i) a.post[t * n + i] = 2.0f * sigmoidf(mixes[n + i] * a.scale[1] + a.base[n + i]);
+      for (int i = 0; i < n * n; ++i) comb_s[i] = mixes[2 * n + i] * a.scale[2] + a.base[2 * n + i];
+      sinkhorn(comb_s, n, a.iters, a.hc_eps);
+      for (int i = 0; i < n * n; ++i) a.comb[t * n * n + i] = comb_s[i];
+    }
+  }
+  __syncthreads();
+  for (std::int64_t c = threadIdx.x; c < a.d; c += kHcThreads) {
+    float v = 0.0f;
+    for (int i = 0; i < a.n; ++i) v = fmaf(pre[i], load_elem(a.x, t, i * a.d + c), v);
+    store_elem(a.y, t, c, v);
+  }
+}
+
+// out[t, k, i] = post[t, k] · f[t, i] + Σ_j comb[t, j, k] · residual[t, j, i].
+__global__ void hc_post_kernel(DevRows f, DevRows residual, const float* post, const float* comb, int n, std::int64_t d,
+                               DevRows out) {
+  const std::int64_t total = residual.rows * n * d;
+  for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t t = e / (n * d);
+    const int k = static_cast<int>((e / d) % n);
+    const std::int64_t i = e % d;
+    float s = 0.0f;
+    for (int j = 0; j < n; ++j) s = fmaf(comb[(t * n + j) * n + k], load_elem(residual, t, j * d + i), s);
+    store_elem(out, t, k * d + i, post[t * n + k] * load_elem(f, t, i) + s);
+  }
+}
+
+// Channel c (and c + d with overlap) across the chunk's tokens.
+__global__ void compressor_kernel(CompressorArgs a) {
+  const std::int64_t c = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (c >= a.d) return;
+  const int ratio = a.ratio;
+  const std::int64_t width = a.width;
+  const std::int64_t current = a.overlap ? ratio : 0;
+  const int halves = a.overlap ? 2 : 1;
+  std::int64_t emitted = 0;
+  for (std::int64_t t = 0; t < a.tokens; ++t) {
+    const std::int64_t p = a.start_pos + t;
+    const std::int64_t slot = p % ratio;
+    for (int hh = 0; hh < halves; ++hh) {
+      const std::int64_t col = c + hh * a.d;
+      a.state_kv[(current + slot) * width + col] = a.kv[t * width + col];
+      a.state_score[(current + slot) * width + col] = a.score[t * width + col] + a.ape[slot * width + col];
+    }
+    if ((p + 1) % ratio != 0) continue;
+    const int slots = a.overlap ? 2 * ratio : ratio;
+    auto at = [&](const float* base, int i) {
+      if (!a.overlap) return base[i * width + c];
+      return i < ratio ? base[i * width + c] : base[i * width + a.d + c];
+    };
+    float max_score = -INFINITY;
+    for (int i = 0; i < slots; ++i) max_score = fmaxf(max_score, at(a.state_score, i));
+    float sum = 0.0f;
+    for (int i = 0; i < slots; ++i) sum += expf(at(a.state_score, i) - max_score);
+    float value = 0.0f;
+    for (int i = 0; i < slots; ++i) value += at(a.state_kv, i) * (expf(at(a.state_score, i) - max_score) / sum);
+    a.out[emitted * a.d + c] = value;
+    ++emitted;
+    if (a.overlap) {
+      for (int i = 0; i < ratio; ++i)
+        for (int hh = 0; hh < 2; ++hh) {
+          const std::int64_t col = c + hh * a.d;
+          a.state_kv[i * width + col] = a.state_kv[(ratio + i) * width + col];
+          a.state_score[i * width + col] = a.state_score[(ratio + i) * width + col];
+        }
+    }
+  }
+}
+
+}  // namespace
+
+void launch_hc_mix(const HcArgs& args, cudaStream_t stream) {
+  if (args.x.rows == 0) return;
+  hc_mix_kernel<<<static_cast<unsigned>(args.x.rows), kHcThreads, 0, stream>>>(args);
+}
+
+void launch_hc_post(const DevRows& f, const DevRows& residual, const float* post, const float* comb, int n,
+                    std::int64_t d, const DevRows& out, cudaStream_t stream) {
+  const std::int64_t total = residual.rows * n * d;
+  if (total == 0) return;
+  const std::int64_t blocks = (total + 255) / 256;
+  hc_post_kernel<<<static_cast<unsigned>(blocks > 65536 ? 65536 : blocks), 256, 0, stream>>>(f, residual, post, comb,
+                                                                                             n, d, out);
+}
+
+void launch_compressor(const CompressorArgs& args, cudaStream_t stream) {
+  if (args.tokens == 0) return;
+  compressor_kernel<<<static_cast<unsigned>((args.d + 127) / 128), 128, 0, stream>>>(args);
+}
+
+}  // namespace deepinfer::ops::cuda

@@ -1,0 +1,279 @@
+// Row-wise CUDA kernels: fill/convert, embedding and row gathers/scatters, elementwise ops,
+// RMSNorm, RoPE, Hadamard, FP8/FP4 fake quant and argmax. One thread block or warp per row where
+// the row is reduced, so a row's result never depends on the other rows.
+#include "ops/cuda/device_formats.cuh"
+#include "ops/cuda/kernels.h"
+
+namespace deepinfer::ops::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+int grid_for(std::int64_t n, int threads = kThreads) {
+  const std::int64_t blocks = (n + threads - 1) / threads;
+  return static_cast<int>(blocks < 1 ? 1 : (blocks > 65536 ? 65536 : blocks));
+}
+
+__global__ void fill_kernel(DevRows m, float value) {
+  const std::int64_t n = m.rows * m.width;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    store_elem(m, i / m.width, i % m.width, value);
+}
+
+__global__ void convert_kernel(DevRows src, DevRows dst) {
+  const std::int64_t n = src.rows * src.width;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t r = i / src.width, c = i % src.width;
+    store_elem(dst, r, c, load_elem(src, r, c));
+  }
+}
+
+__global__ void embedding_kernel(const std::int32_t* ids, DevRows table, DevRows out, std::int64_t copies, int* err) {
+  const std::int64_t t = blockIdx.x;
+  std::int32_t id = ids[t];
+  if (id < 0 || id >= table.rows) {
+    if (threadIdx.x == 0) report_fault(err, DeviceFault::kTokenId, id, table.rows);
+    return;
+  }
+  for (std::int64_t c = 0; c < copies; ++c)
+    for (std::int64_t i = threadIdx.x; i < table.width; i += blockDim.x)
+      store_elem(out, t * copies + c, i, load_elem(table, id, i));
+}
+
+__global__ void gather_kernel(DevRows src, const std::int32_t* rows, DevRows out, int* err) {
+  const std::int64_t r = blockIdx.x;
+  const std::int32_t s = rows[r];
+  if (s < 0 || s >= src.rows) {
+    if (threadIdx.x == 0) report_fault(err, DeviceFault::kGatherRow, s, src.rows);
+    return;
+  }
+  for (std::int64_t i = threadIdx.x; i < src.width; i += blockDim.x) store_elem(out, r, i, load_elem(src, s, i));
+}
+
+__global__ void scatter_kernel(DevRows src, DevRowSource dst, const std::int32_t* rows, int* err) {
+  const std::int64_t r = blockIdx.x;
+  const std::int32_t d = rows[r];
+  if (d < 0 || d >= dst.num_rows) {
+    if (threadIdx.x == 0) report_fault(err, DeviceFault::kScatterRow, d, dst.num_rows);
+    return;
+  }
+  const std::int64_t phys = physical_row(dst, d);
+  if (phys < 0) {
+    if (threadIdx.x == 0) report_fault(err, DeviceFault::kPageTable, d, dst.rows.rows);
+    return;
+  }
+  for (std::int64_t i = threadIdx.x; i < src.width; i += blockDim.x) store_elem(dst.rows, phys, i, load_elem(src, r, i));
+}
+
+// op 0: a + b; op 1: swiglu(a = gate, b = up) with clamp `limit` (0 = none); op 2: a * s.
+__global__ void binary_kernel(DevRows a, DevRows b, DevRows out, int op, float param) {
+  const std::int64_t n = a.rows * a.width;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t r = i / a.width, c = i % a.width;
+    float x = load_elem(a, r, c);
+    float v;
+    if (op == 0) {
+      v = x + load_elem(b, r, c);
+    } else if (op == 1) {
+      float u = load_elem(b, r, c);
+      if (param > 0.0f) {
+        x = fminf(x, param);
+        u = fminf(fmaxf(u, -param), param);
+      }
+      v = x / (1.0f + expf(-x)) * u;
+    } else {
+      v = x * param;
+    }
+    store_elem(out, r, c, v);
+  }
+}
+
+__global__ void rms_norm_kernel(DevRows x, DevRows weight, int has_weight, float eps, DevRows out) {
+  __shared__ float red[32];
+  const std::int64_t r = blockIdx.x;
+  float ss = 0.0f;
+  for (std::int64_t i = threadIdx.x; i < x.width; i += blockDim.x) {
+    const float v = load_elem(x, r, i);
+    ss += v * v;
+  }
+  ss = block_sum(ss, red);
+  const float inv = 1.0f / sqrtf(ss / static_cast<float>(x.width) + eps);
+  for (std::int64_t i = threadIdx.x; i < x.width; i += blockDim.x) {
+    float v = load_elem(x, r, i) * inv;
+    if (has_weight) v = load_elem(weight, 0, i) * v;
+    store_elem(out, r, i, v);
+  }
+}
+
+// One thread per (row, pair) of the rotated tail.
+__global__ void rope_kernel(DevRows x, std::int64_t heads, const std::int32_t* positions, const float* inv_freq,
+                            int rope_dim, int inverse) {
+  const int pairs = rope_dim / 2;
+  const std::int64_t n = x.rows * pairs;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t r = i / pairs;
+    const int p = static_cast<int>(i % pairs);
+    const std::int64_t t = r / heads;
+    const float angle = static_cast<float>(positions[t]) * inv_freq[p];
+    float s, c;
+    sincosf(angle, &s, &c);
+    if (inverse) s = -s;
+    const std::int64_t col = x.width - rope_dim + 2 * p;
+    const float x0 = load_elem(x, r, col);
+    const float x1 = load_elem(x, r, col + 1);
+    store_elem(x, r, col, x0 * c - x1 * s);
+    store_elem(x, r, col + 1, x0 * s + x1 * c);
+  }
+}
+
+// One block per row; the row lives in shared memory through the log2(n) butterfly stages.
+__global__ void hadamard_kernel(DevRows x) {
+  extern __shared__ float v[];
+  const std::int64_t r = blockIdx.x;
+  const int n = static_cast<int>(x.width);
+  for (int i = threadIdx.x; i < n; i += blockDim.x) v[i] = load_elem(x, r, i);
+  __syncthreads();
+  for (int h = 1; h < n; h *= 2) {
+    for (int p = threadIdx.x; p < n / 2; p += blockDim.x) {
+      const int j = (p / h) * 2 * h + p % h;
+      const float a = v[j];
+      const float b = v[j + h];
+      v[j] = a + b;
+      v[j + h] = a - b;
+    }
+    __syncthreads();
+  }
+  const float scale = 1.0f / sqrtf(static_cast<float>(n));
+  for (int i = threadIdx.x; i < n; i += blockDim.x) store_elem(x, r, i, v[i] * scale);
+}
+
+// One warp per quantisation block; kind 0 = FP8 E4M3 (pow2 scale), 1 = FP4 UE8M0, 2 = FP4 E4M3 scale.
+__global__ void fake_quant_kernel(DevRows x, std::int64_t col_begin, std::int64_t col_end, int block, int kind) {
+  const int lane = threadIdx.x % 32;
+  const std::int64_t warp = (blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x) / 32;
+  const std::int64_t blocks_per_row = (col_end - col_begin + block - 1) / block;
+  const std::int64_t total = x.rows * blocks_per_row;
+  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * blockDim.x / 32;
+  for (std::int64_t w = warp; w < total; w += warps) {
+    const std::int64_t r = w / blocks_per_row;
+    const std::int64_t b0 = col_begin + (w % blocks_per_row) * block;
+    const std::int64_t b1 = min(b0 + block, col_end);
+    float amax = 0.0f;
+    for (std::int64_t i = b0 + lane; i < b1; i += 32) amax = fmaxf(amax, fabsf(load_elem(x, r, i)));
+    amax = warp_max(amax);
+    const float s = kind == 0 ? fp8_block_scale(amax) : fp4_block_scale(amax, kind - 1);
+    for (std::int64_t i = b0 + lane; i < b1; i += 32) {
+      const float v = load_elem(x, r, i);
+      store_elem(x, r, i, kind == 0 ? fake_fp8(v, s) : fake_fp4(v, s));
+    }
+  }
+}
+
+__global__ void argmax_kernel(DevRows logits, std::int32_t* out) {
+  __shared__ float best_v[32];
+  __shared__ std::int64_t best_i[32];
+  const std::int64_t r = blockIdx.x;
+  float bv = -INFINITY;
+  std::int64_t bi = -1;
+  for (std::int64_t i = threadIdx.x; i < logits.width; i += blockDim.x) {
+    const float v = load_elem(logits, r, i);
+    if (bi < 0 || v > bv) {
+      bv = v;
+      bi = i;
+    }
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+    const std::int64_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
+    if (oi >= 0 && (bi < 0 || ov > bv || (ov == bv && oi < bi))) {
+      bv = ov;
+      bi = oi;
+    }
+  }
+  const int warp = threadIdx.x / 32;
+  if (threadIdx.x % 32 == 0) {
+    best_v[warp] = bv;
+    best_i[warp] = bi;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w) {
+      if (best_i[w] >= 0 && (bi < 0 || best_v[w] > bv || (best_v[w] == bv && best_i[w] < bi))) {
+        bv = best_v[w];
+        bi = best_i[w];
+      }
+    }
+    out[r] = static_cast<std::int32_t>(bi < 0 ? 0 : bi);
+  }
+}
+
+}  // namespace
+
+void launch_fill(const DevRows& m, float value, cudaStream_t stream) {
+  fill_kernel<<<grid_for(m.rows * m.width), kThreads, 0, stream>>>(m, value);
+}
+
+void launch_convert(const DevRows& src, const DevRows& dst, cudaStream_t stream) {
+  convert_kernel<<<grid_for(src.rows * src.width), kThreads, 0, stream>>>(src, dst);
+}
+
+void launch_embedding(const std::int32_t* ids, std::int64_t count, const DevRows& table, const DevRows& out,
+                      std::int64_t copies, int* err, cudaStream_t stream) {
+  if (count == 0) return;
+  embedding_kernel<<<static_cast<unsigned>(count), kThreads, 0, stream>>>(ids, table, out, copies, err);
+}
+
+void launch_gather_rows(const DevRows& src, const std::int32_t* rows, const DevRows& out, int* err,
+                        cudaStream_t stream) {
+  if (out.rows == 0) return;
+  gather_kernel<<<static_cast<unsigned>(out.rows), kThreads, 0, stream>>>(src, rows, out, err);
+}
+
+void launch_scatter_rows(const DevRows& src, const DevRowSource& dst, const std::int32_t* rows, int* err,
+                         cudaStream_t stream) {
+  if (src.rows == 0) return;
+  scatter_kernel<<<static_cast<unsigned>(src.rows), kThreads, 0, stream>>>(src, dst, rows, err);
+}
+
+void launch_binary(const DevRows& a, const DevRows& b, const DevRows& out, BinaryOp op, float param,
+                   cudaStream_t stream) {
+  binary_kernel<<<grid_for(a.rows * a.width), kThreads, 0, stream>>>(a, b, out, static_cast<int>(op), param);
+}
+
+void launch_rms_norm(const DevRows& x, const DevRows* weight, float eps, const DevRows& out, cudaStream_t stream) {
+  if (x.rows == 0) return;
+  rms_norm_kernel<<<static_cast<unsigned>(x.rows), kThreads, 0, stream>>>(x, weight ? *weight : DevRows{},
+                                                                           weight ? 1 : 0, eps, out);
+}
+
+void launch_rope(const DevRows& x, std::int64_t heads, const std::int32_t* positions, const float* inv_freq,
+                 int rope_dim, bool inverse, cudaStream_t stream) {
+  rope_kernel<<<grid_for(x.rows * (rope_dim / 2)), kThreads, 0, stream>>>(x, heads, positions, inv_freq, rope_dim,
+                                                                          inverse ? 1 : 0);
+}
+
+void launch_hadamard(const DevRows& x, cudaStream_t stream) {
+  if (x.rows == 0) return;
+  const std::size_t smem = static_cast<std::size_t>(x.width) * sizeof(float);
+  if (smem > 48 * 1024) cudaFuncSetAttribute(hadamard_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(smem));
+  hadamard_kernel<<<static_cast<unsigned>(x.rows), kThreads, smem, stream>>>(x);
+}
+
+void launch_fake_quant(const DevRows& x, std::int64_t col_begin, std::int64_t col_end, int block, int kind,
+                       cudaStream_t stream) {
+  const std::int64_t blocks = x.rows * ((col_end - col_begin + block - 1) / block);
+  if (blocks == 0) return;
+  fake_quant_kernel<<<grid_for(blocks * 32), kThreads, 0, stream>>>(x, col_begin, col_end, block, kind);
+}
+
+void launch_argmax(const DevRows& logits, std::int32_t* out, cudaStream_t stream) {
+  if (logits.rows == 0) return;
+  argmax_kernel<<<static_cast<unsigned>(logits.rows), kThreads, 0, stream>>>(logits, out);
+}
+
+}  // namespace deepinfer::ops::cuda
