@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "server/api_error.h"
+#include "server/expect_api_error.h"
 #include "server/fake_backend.h"
 #include "server/sse.h"
 
@@ -41,16 +42,7 @@ std::vector<std::string> drain(EventStream& stream) {
   return events;
 }
 
-template <typename Fn>
-ApiError error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const ApiError& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no ApiError thrown";
-  return ApiError(0, "");
-}
+using testing::error_of;
 
 std::string seeded_text(uint64_t seed, int index, int n) {
   std::string text;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "server/api_error.h"
+#include "server/expect_api_error.h"
 #include "server/json_fields.h"
 
 namespace deepinfer::server {
@@ -19,17 +20,7 @@ ChatRequest chat(const std::string& body, const ChatDefaults& defaults = {}) {
   return parse_chat_request(json::parse(body), nlohmann::ordered_json::parse(body), kVocab, defaults);
 }
 
-// The ApiError a parse throws (fails the test if none is thrown).
-template <typename Fn>
-ApiError error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const ApiError& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no ApiError thrown";
-  return ApiError(0, "");
-}
+using testing::error_of;
 
 TEST(OpenAiProtocol, CompletionDefaultsAndSamplingFields) {
   const auto r = completion(R"({"model":"m","prompt":"hi","temperature":0.5,"top_p":0.9,"top_k":40,"min_p":0.05,
