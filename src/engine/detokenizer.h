@@ -9,6 +9,8 @@
 
 namespace deepinfer::engine {
 
+// A stream is used by one thread at a time, but not always the same one (the engine's workers
+// detokenize different sequences in parallel), so streams must not share mutable state.
 class DetokenizerStream {
  public:
   virtual ~DetokenizerStream() = default;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
 
 #include "common/error.h"
 #include "engine/philox.h"
@@ -32,7 +33,7 @@ void EngineConfig::validate() const {
   cache.validate();
   DI_CHECK(dp_rank >= 0, "engine config: dp_rank {} must be >= 0", dp_rank);
   DI_CHECK(max_logprobs >= 0, "engine config: max_logprobs {} must be >= 0", max_logprobs);
-  DI_CHECK(mask_threads >= 0, "engine config: mask_threads {} must be >= 0", mask_threads);
+  DI_CHECK(worker_threads >= 0, "engine config: worker_threads {} must be >= 0", worker_threads);
 }
 
 Engine::Engine(EngineConfig config, std::unique_ptr<ModelRunner> runner, std::shared_ptr<const Detokenizer> detokenizer)
@@ -40,7 +41,6 @@ Engine::Engine(EngineConfig config, std::unique_ptr<ModelRunner> runner, std::sh
       runner_(std::move(runner)),
       detokenizer_(std::move(detokenizer)),
       vocab_size_(checked(runner_).vocab_size()),
-      sampler_(vocab_size_),
       // Each rank gets its own stream of seeds for unseeded requests.
       seed_rng_(derive_seed(config_.seed ^ 0x6A09E667F3BCC909ull, static_cast<std::uint32_t>(config_.dp_rank) + 1)) {
   config_.validate();
@@ -52,7 +52,8 @@ Engine::Engine(EngineConfig config, std::unique_ptr<ModelRunner> runner, std::sh
       cache::CacheLayout::make(runner_->cache_spec(), config_.cache, config_.scheduler.max_num_seqs);
   runner_->allocate_cache(layout);
   scheduler_ = std::make_unique<Scheduler>(config_.scheduler, layout, config_.cache);
-  if (config_.mask_threads > 0) mask_pool_ = std::make_unique<ThreadPool>(static_cast<std::size_t>(config_.mask_threads));
+  if (config_.worker_threads > 0) workers_ = std::make_unique<ThreadPool>(static_cast<std::size_t>(config_.worker_threads));
+  samplers_.assign(static_cast<std::size_t>(config_.worker_threads) + 1, Sampler(vocab_size_));
 }
 
 void Engine::validate_request(const std::string& id, std::span<const std::int32_t> prompt,
@@ -204,7 +205,7 @@ void Engine::finish_text(Completion& comp, FinishReason reason, CompletionOutput
   if (comp.detok) out.text += comp.detok->finish();
 }
 
-void Engine::sample_sequence(const ScheduledSeq& ss, SeqCommit& commit, CompletionOutput& out) {
+void Engine::sample_sequence(const ScheduledSeq& ss, Sampler& sampler, SeqCommit& commit, CompletionOutput& out) {
   const SeqRef ref = seq_refs_.at(ss.id);
   Request& req = *ref.request;
   Completion& comp = req.completions[static_cast<std::size_t>(ref.index)];
@@ -225,7 +226,7 @@ void Engine::sample_sequence(const ScheduledSeq& ss, SeqCommit& commit, Completi
       ctx.allowed = std::span<const std::uint32_t>(masks_).subspan(static_cast<std::size_t>(ss.logits_offset + r) * words, words);
     }
     const auto row = static_cast<std::size_t>(ss.logits_offset + r) * static_cast<std::size_t>(vocab_size_);
-    SampleResult res = sampler_.sample(std::span<const float>(logits_).subspan(row, static_cast<std::size_t>(vocab_size_)), ctx);
+    SampleResult res = sampler.sample(std::span<const float>(logits_).subspan(row, static_cast<std::size_t>(vocab_size_)), ctx);
     const std::int32_t token = res.token;
     commit.new_tokens.push_back(token);
     out.token_ids.push_back(token);
@@ -245,9 +246,35 @@ void Engine::sample_sequence(const ScheduledSeq& ss, SeqCommit& commit, Completi
     break;
   }
   commit.num_accepted_drafts = std::min(accepted, static_cast<std::int32_t>(commit.new_tokens.size()));
-  stats_.generated_tokens += static_cast<std::int64_t>(commit.new_tokens.size());
-  stats_.draft_tokens += ss.num_drafts;
-  stats_.accepted_draft_tokens += commit.num_accepted_drafts;
+}
+
+void Engine::sample_all(const ScheduledBatch& batch, std::span<const std::size_t> jobs, std::vector<SeqCommit>& commits,
+                        std::vector<CompletionOutput>& outs) {
+  // Sequences are independent here (each touches only its own completion state), so contiguous
+  // slices go to the workers, each with its own sampler scratch.
+  const std::size_t parts = workers_ ? std::min(samplers_.size(), jobs.size()) : 1;
+  auto run = [&](std::size_t part) {
+    for (std::size_t j = jobs.size() * part / parts; j < jobs.size() * (part + 1) / parts; ++j) {
+      const std::size_t i = jobs[j];
+      sample_sequence(batch.seqs[i], samplers_[part], commits[i], outs[i]);
+    }
+  };
+  std::vector<std::future<void>> tasks;
+  for (std::size_t part = 1; part < parts; ++part) tasks.push_back(workers_->submit([&run, part] { run(part); }));
+  std::exception_ptr error;
+  try {
+    run(0);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  for (std::future<void>& t : tasks) {
+    try {
+      t.get();
+    } catch (...) {
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
 }
 
 void Engine::fail_batch(const ScheduledBatch& batch) {
@@ -285,8 +312,8 @@ std::vector<std::future<void>> Engine::start_masks(const ScheduledBatch& batch) 
       }
       if (advanced > 0) constraint->rollback(advanced);
     };
-    if (mask_pool_) {
-      tasks.push_back(mask_pool_->submit(std::move(fill)));
+    if (workers_) {
+      tasks.push_back(workers_->submit(std::move(fill)));
     } else {
       fill();
     }
@@ -345,15 +372,21 @@ std::vector<RequestOutput> Engine::step() {
     stats_.prefill_tokens += batch.num_prefill_tokens;
     stats_.decode_tokens += batch.num_decode_tokens;
     std::vector<SeqCommit> commits(batch.seqs.size());
+    std::vector<CompletionOutput> outs(batch.seqs.size());
+    std::vector<std::size_t> jobs;
     for (std::size_t i = 0; i < batch.seqs.size(); ++i) {
+      commits[i].id = batch.seqs[i].id;
+      if (batch.seqs[i].num_logits > 0) jobs.push_back(i);
+    }
+    sample_all(batch, jobs, commits, outs);
+    for (std::size_t i : jobs) {
       const ScheduledSeq& ss = batch.seqs[i];
-      commits[i].id = ss.id;
-      if (ss.num_logits == 0) continue;
       Request& req = *seq_refs_.at(ss.id).request;
       RequestOutput& out = output_for(req, step);
-      CompletionOutput co;
-      sample_sequence(ss, commits[i], co);
-      out.completions.push_back(std::move(co));
+      stats_.generated_tokens += static_cast<std::int64_t>(commits[i].new_tokens.size());
+      stats_.draft_tokens += ss.num_drafts;
+      stats_.accepted_draft_tokens += commits[i].num_accepted_drafts;
+      out.completions.push_back(std::move(outs[i]));
       if (commits[i].finish != FinishReason::kNone) {
         req.completions[static_cast<std::size_t>(seq_refs_.at(ss.id).index)].finished = true;
         seq_refs_.erase(ss.id);

@@ -33,9 +33,9 @@ struct EngineConfig {
   std::int32_t dp_rank = 0;   // mixed into that generator, so ranks draw different seeds
   std::vector<std::int32_t> eos_token_ids;  // finish a sequence unless ignore_eos
   std::int32_t max_logprobs = 20;
-  // Threads that fill structured-output masks while the model runs; 0 fills them on the engine
-  // thread before the forward.
-  std::int32_t mask_threads = 0;
+  // Worker threads for host-side per-sequence work: structured-output masks while the model
+  // runs, sampling / stop checks / detokenization after it. 0: all on the engine thread.
+  std::int32_t worker_threads = 0;
 
   void validate() const;
 };
@@ -144,7 +144,10 @@ class Engine {
   void fail_batch(const ScheduledBatch& batch);
   void validate_request(const std::string& id, std::span<const std::int32_t> prompt, const SamplingParams& params) const;
   // Samples (and verifies drafts for) one scheduled sequence; fills its commit and output.
-  void sample_sequence(const ScheduledSeq& ss, SeqCommit& commit, CompletionOutput& out);
+  void sample_sequence(const ScheduledSeq& ss, Sampler& sampler, SeqCommit& commit, CompletionOutput& out);
+  // Runs sample_sequence for batch.seqs[jobs[i]], split over the workers.
+  void sample_all(const ScheduledBatch& batch, std::span<const std::size_t> jobs, std::vector<SeqCommit>& commits,
+                  std::vector<CompletionOutput>& outs);
   // Applies one new token to a completion: penalties history, text, stop checks.
   FinishReason accept_token(Request& req, Completion& comp, std::int32_t token, std::int32_t seq_len,
                             CompletionOutput& out);
@@ -161,11 +164,11 @@ class Engine {
   std::shared_ptr<const Detokenizer> detokenizer_;
   std::int32_t vocab_size_ = 0;
   std::unique_ptr<Scheduler> scheduler_;
-  Sampler sampler_;
+  std::vector<Sampler> samplers_;  // one per worker plus the engine thread (scratch buffers)
   std::mt19937_64 seed_rng_;
   std::shared_ptr<DraftProposer> proposer_;
   std::shared_ptr<const TokenConstraintFactory> constraints_;
-  std::unique_ptr<ThreadPool> mask_pool_;
+  std::unique_ptr<ThreadPool> workers_;
   std::vector<std::uint32_t> masks_;          // [logits rows, mask words]
   std::vector<std::uint8_t> row_has_mask_;    // [logits rows]
   std::unordered_map<std::string, std::unique_ptr<Request>> requests_;

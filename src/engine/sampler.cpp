@@ -2,6 +2,7 @@
 #include "engine/sampler.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -77,6 +78,7 @@ std::int32_t Sampler::argmax(std::span<const float> logits) {
 std::vector<std::int32_t> Sampler::filter(std::span<const float> scaled, std::int32_t top_k, float min_p,
                                           float top_p) {
   std::vector<std::int32_t> cand;
+  cand.reserve(scaled.size());
   float max_value = kNegInf;
   for (std::size_t v = 0; v < scaled.size(); ++v) {
     if (std::isfinite(scaled[v])) {
@@ -85,74 +87,142 @@ std::vector<std::int32_t> Sampler::filter(std::span<const float> scaled, std::in
     }
   }
   if (cand.empty()) return cand;
-  const RanksBefore before{scaled};
-  if (top_k > 0 && static_cast<std::size_t>(top_k) < cand.size()) {
-    std::nth_element(cand.begin(), cand.begin() + (top_k - 1), cand.end(), before);
-    cand.resize(static_cast<std::size_t>(top_k));
-    std::sort(cand.begin(), cand.end());
-  }
+  if (top_k > 0 && static_cast<std::size_t>(top_k) < cand.size()) cand = top_k_ids(scaled, cand, top_k);
   if (min_p > 0.0f) {
-    // p_v / p_max = exp(scaled_v - max); the best token always survives (min_p <= 1).
-    std::erase_if(cand, [&](std::int32_t v) {
-      return std::exp(static_cast<double>(scaled[static_cast<std::size_t>(v)]) - max_value) < min_p;
-    });
+    // p_v >= min_p * p_max  <=>  scaled_v >= max + log(min_p); the best token always survives.
+    const double threshold = static_cast<double>(max_value) + std::log(static_cast<double>(min_p));
+    std::erase_if(cand, [&](std::int32_t v) { return static_cast<double>(scaled[static_cast<std::size_t>(v)]) < threshold; });
   }
-  if (top_p < 1.0f && cand.size() > 1) {
-    // Normaliser summed in ascending id order so it does not depend on the sort below.
-    double z = 0.0;
-    for (std::int32_t v : cand) z += std::exp(static_cast<double>(scaled[static_cast<std::size_t>(v)]) - max_value);
-    const double target = static_cast<double>(top_p) * z;
-    std::vector<std::int32_t> order = cand;
-    // Sort only as much of the ranking as the nucleus needs; the prefix order is the same for
-    // every m because the order is total.
-    std::size_t m = std::min<std::size_t>(64, order.size());
-    std::size_t keep = order.size();
-    while (true) {
-      std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(m), order.end(), before);
-      double cum = 0.0;
-      std::size_t i = 0;
-      for (; i < m && cum < target; ++i) cum += std::exp(static_cast<double>(scaled[static_cast<std::size_t>(order[i])]) - max_value);
-      if (cum >= target || m == order.size()) {
-        keep = i;
-        break;
-      }
-      m = std::min(order.size(), m * 4);
-    }
-    order.resize(keep);
-    std::sort(order.begin(), order.end());
-    cand = std::move(order);
-  }
+  if (top_p < 1.0f && cand.size() > 1) cand = nucleus(scaled, std::move(cand), max_value, top_p);
   return cand;
 }
 
-std::int32_t Sampler::gumbel_argmax(std::span<const float> scaled, std::span<const std::int32_t> candidates,
-                                    std::uint64_t seed, std::uint32_t position) {
-  static const double kGumbelMin = gumbel_from_bits(0u);
+std::vector<std::int32_t> Sampler::top_k_ids(std::span<const float> scaled, std::span<const std::int32_t> cand,
+                                             std::int32_t k) {
+  // The k-th largest value by selection over plain floats (no indirection), then the ids above
+  // it plus the lowest ids equal to it.
+  std::vector<float> values(cand.size());
+  for (std::size_t i = 0; i < cand.size(); ++i) values[i] = scaled[static_cast<std::size_t>(cand[i])];
+  std::nth_element(values.begin(), values.begin() + (k - 1), values.end(), std::greater<float>());
+  const float kth = values[static_cast<std::size_t>(k - 1)];
+  std::int32_t ties = 1;  // how many tokens equal to kth fit
+  for (std::int32_t i = 0; i < k - 1; ++i) ties += values[static_cast<std::size_t>(i)] == kth ? 1 : 0;
+  std::vector<std::int32_t> out;
+  out.reserve(static_cast<std::size_t>(k));
+  for (std::int32_t v : cand) {
+    const float x = scaled[static_cast<std::size_t>(v)];
+    if (x > kth || (x == kth && ties-- > 0)) out.push_back(v);
+  }
+  return out;
+}
+
+std::vector<std::int32_t> Sampler::nucleus(std::span<const float> scaled, std::vector<std::int32_t> cand,
+                                           float max_value, float top_p) {
+  // Normaliser summed in ascending id order, so it does not depend on the ranking below.
+  double z = 0.0;
+  for (std::int32_t v : cand) z += std::exp(static_cast<double>(scaled[static_cast<std::size_t>(v)]) - max_value);
+  const double target = static_cast<double>(top_p) * z;
+  // Rank only as much as the nucleus needs: select the next chunk of best tokens (linear), sort
+  // just that chunk, accumulate; the chunks grow 4x. The order is total, so the result is the
+  // prefix of the full ranking whatever the chunk sizes. (value, id) pairs keep it cache-friendly.
+  std::vector<std::pair<float, std::int32_t>> ranked(cand.size());
+  for (std::size_t i = 0; i < cand.size(); ++i) ranked[i] = {scaled[static_cast<std::size_t>(cand[i])], cand[i]};
+  const auto before = [](const std::pair<float, std::int32_t>& a, const std::pair<float, std::int32_t>& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
+  std::size_t begin = 0, chunk = 64, keep = ranked.size();
+  double cum = 0.0;
+  while (begin < ranked.size()) {
+    const std::size_t end = std::min(ranked.size(), begin + chunk);
+    const auto first = ranked.begin() + static_cast<std::ptrdiff_t>(begin);
+    const auto last = ranked.begin() + static_cast<std::ptrdiff_t>(end);
+    if (end < ranked.size()) std::nth_element(first, last - 1, ranked.end(), before);
+    std::sort(first, last, before);
+    std::size_t i = begin;
+    for (; i < end && cum < target; ++i) cum += std::exp(static_cast<double>(ranked[i].first) - max_value);
+    if (cum >= target) {
+      keep = i;
+      break;
+    }
+    begin = end;
+    chunk *= 4;
+  }
+  cand.resize(keep);
+  for (std::size_t i = 0; i < keep; ++i) cand[i] = ranked[i].second;
+  std::sort(cand.begin(), cand.end());
+  return cand;
+}
+
+namespace {
+
+// Upper bound of the Gumbel value over each run of 2^20 consecutive bit patterns (the function
+// is monotone), so most tokens are ruled out by a lookup instead of two logarithms.
+constexpr int kBucketShift = 20;
+const std::array<double, 4096>& gumbel_bucket_max() {
+  static const std::array<double, 4096> table = [] {
+    std::array<double, 4096> t{};
+    for (std::uint64_t k = 0; k < t.size(); ++k) {
+      t[k] = gumbel_from_bits(static_cast<std::uint32_t>(((k + 1) << kBucketShift) - 1));
+    }
+    return t;
+  }();
+  return table;
+}
+
+// The Gumbel-max race over the ids `for_each` yields in ascending order. The best-logit token's
+// exact score is computed first; any other token whose score bound cannot beat the best so far
+// (strictly) is skipped, which leaves the argmax unchanged because rounded addition is monotone.
+template <typename ForEach>
+std::int32_t gumbel_race(std::span<const float> scaled, std::uint64_t seed, std::uint32_t position, ForEach for_each) {
   static const double kGumbelMax = gumbel_from_bits(~0u);
-  float max_value = kNegInf;
-  for (std::int32_t v : candidates) max_value = std::max(max_value, scaled[static_cast<std::size_t>(v)]);
-  // A token whose best possible score is below the worst possible score of the top token can
-  // never win: skipping it changes nothing (rounded addition is monotone), and saves its noise.
-  const double bound = static_cast<double>(max_value) + kGumbelMin;
+  const std::array<double, 4096>& bucket_max = gumbel_bucket_max();
   std::int32_t best = -1;
-  double best_score = -std::numeric_limits<double>::infinity();
+  float top_value = kNegInf;
+  for_each([&](std::int32_t v) {
+    if (scaled[static_cast<std::size_t>(v)] > top_value) {
+      top_value = scaled[static_cast<std::size_t>(v)];
+      best = v;
+    }
+  });
+  if (best < 0) return -1;
+  double best_score = static_cast<double>(top_value) +
+                      gumbel_from_bits(philox_bits(seed, position, RandomPurpose::kTokenSample, static_cast<std::uint32_t>(best)));
   std::uint32_t block = ~0u;
   PhiloxCounter words{};
-  for (std::int32_t v : candidates) {
+  for_each([&](std::int32_t v) {
     const double s = scaled[static_cast<std::size_t>(v)];
-    if (s + kGumbelMax < bound) continue;
+    if (s + kGumbelMax < best_score) return;
     const auto id = static_cast<std::uint32_t>(v);
     if ((id >> 2) != block) {
       block = id >> 2;
       words = philox_block(seed, position, RandomPurpose::kTokenSample, block);
     }
-    const double score = s + gumbel_from_bits(words[id & 3u]);
-    if (score > best_score) {
+    const std::uint32_t bits = words[id & 3u];
+    if (s + bucket_max[bits >> kBucketShift] < best_score) return;
+    const double score = s + gumbel_from_bits(bits);
+    if (score > best_score || (score == best_score && v < best)) {
       best_score = score;
       best = v;
     }
-  }
+  });
   return best;
+}
+
+}  // namespace
+
+std::int32_t Sampler::gumbel_argmax(std::span<const float> scaled, std::span<const std::int32_t> candidates,
+                                    std::uint64_t seed, std::uint32_t position) {
+  return gumbel_race(scaled, seed, position, [&](auto&& visit) {
+    for (std::int32_t v : candidates) visit(v);
+  });
+}
+
+std::int32_t Sampler::gumbel_argmax_all(std::span<const float> scaled, std::uint64_t seed, std::uint32_t position) {
+  return gumbel_race(scaled, seed, position, [&](auto&& visit) {
+    for (std::size_t v = 0; v < scaled.size(); ++v) {
+      if (std::isfinite(scaled[v])) visit(static_cast<std::int32_t>(v));
+    }
+  });
 }
 
 void Sampler::fill_logprobs(std::span<const float> raw, std::int32_t num_top, SampleResult& result) const {
@@ -180,24 +250,31 @@ void Sampler::fill_logprobs(std::span<const float> raw, std::int32_t num_top, Sa
   }
 }
 
+std::int32_t Sampler::choose(std::span<const float> logits, const SampleContext& ctx) {
+  const SamplingParams& p = *ctx.params;
+  const bool penalties = ctx.history != nullptr && (p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f ||
+                                                    p.presence_penalty != 0.0f);
+  const bool processed = penalties || !p.logit_bias.empty() || !ctx.banned.empty() || !ctx.allowed.empty();
+  if (!processed && p.is_greedy()) return argmax(logits);  // nothing to change: no copy of the row
+  work_.assign(logits.begin(), logits.end());
+  apply_processors(work_, ctx);
+  if (p.is_greedy()) return argmax(work_);
+  for (float& x : work_) x /= p.temperature;
+  const bool filtered = (p.top_k > 0 && p.top_k < vocab_size_) || p.min_p > 0.0f || p.top_p < 1.0f;
+  if (!filtered) return gumbel_argmax_all(work_, ctx.seed, ctx.position);
+  const std::vector<std::int32_t> cand = filter(work_, p.top_k, p.min_p, p.top_p);
+  return gumbel_argmax(work_, cand, ctx.seed, ctx.position);
+}
+
 SampleResult Sampler::sample(std::span<const float> logits, const SampleContext& ctx) {
   DI_CHECK(static_cast<std::int32_t>(logits.size()) == vocab_size_, "sampler: logits row has {} entries, vocab is {}",
            logits.size(), vocab_size_);
-  const SamplingParams& p = *ctx.params;
-  work_.assign(logits.begin(), logits.end());
-  apply_processors(work_, ctx);
   SampleResult result;
-  if (p.is_greedy()) {
-    result.token = argmax(work_);
-  } else {
-    for (float& x : work_) x /= p.temperature;
-    const std::vector<std::int32_t> cand = filter(work_, p.top_k, p.min_p, p.top_p);
-    result.token = gumbel_argmax(work_, cand, ctx.seed, ctx.position);
-  }
+  result.token = choose(logits, ctx);
   // Every logit masked or NaN (a broken model row): fall back to the raw argmax, then token 0,
   // rather than fail the whole batch on the hot path.
   if (result.token < 0) result.token = std::max(argmax(logits), 0);
-  if (p.logprobs) fill_logprobs(logits, *p.logprobs, result);
+  if (ctx.params->logprobs) fill_logprobs(logits, *ctx.params->logprobs, result);
   return result;
 }
 

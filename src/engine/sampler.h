@@ -77,11 +77,18 @@ class Sampler {
   // v), lowest id on ties. Tokens that cannot win given the noise bounds get no noise computed.
   static std::int32_t gumbel_argmax(std::span<const float> scaled, std::span<const std::int32_t> candidates,
                                     std::uint64_t seed, std::uint32_t position);
+  // The same over every token with a finite scaled logit (no filter active).
+  static std::int32_t gumbel_argmax_all(std::span<const float> scaled, std::uint64_t seed, std::uint32_t position);
   // Highest logit, lowest id on ties (greedy).
   static std::int32_t argmax(std::span<const float> logits);
 
  private:
+  std::int32_t choose(std::span<const float> logits, const SampleContext& ctx);
   void fill_logprobs(std::span<const float> raw, std::int32_t num_top, SampleResult& result) const;
+  static std::vector<std::int32_t> top_k_ids(std::span<const float> scaled, std::span<const std::int32_t> cand,
+                                             std::int32_t k);
+  static std::vector<std::int32_t> nucleus(std::span<const float> scaled, std::vector<std::int32_t> cand,
+                                           float max_value, float top_p);
 
   std::int32_t vocab_size_;
   std::vector<float> work_;  // processed / scaled logits of the current row

@@ -53,7 +53,7 @@ class AnswerDrafter final : public DraftProposer {
 TEST(EngineConstraints, MaskedOutputsEqualTheReferenceInlineOnAPoolAndWithDrafts) {
   for (int variant = 0; variant < 3; ++variant) {
     EngineConfig config = small_config();
-    if (variant == 1) config.mask_threads = 2;
+    if (variant == 1) config.worker_threads = 2;
     if (variant == 2) config.scheduler.max_draft_tokens = 4;
     auto engine = make_engine(config);
     engine->set_constraint_factory(std::make_shared<ModuloConstraintFactory>(64));
@@ -136,7 +136,7 @@ class FailingRunner final : public ModelRunner {
 
 TEST(EngineFailures, AModelErrorEndsThatBatchsRequestsAndTheEngineGoesOn) {
   EngineConfig config = small_config();
-  config.mask_threads = 2;
+  config.worker_threads = 2;
   Engine engine(config, std::make_unique<FailingRunner>());
   engine.set_constraint_factory(std::make_shared<ModuloConstraintFactory>(64));
   SamplingParams p;

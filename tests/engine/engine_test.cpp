@@ -72,9 +72,12 @@ void expect_matches_reference(const std::map<std::string, std::vector<Generated>
 }
 
 TEST(Engine, OutputsEqualTheCacheFreeReference) {
-  const EngineConfig config = small_config();
-  const std::vector<Case> cases = mixed_cases(64);
-  expect_matches_reference(run_cases(config, cases), cases, config);
+  for (std::int32_t workers : {0, 3}) {
+    EngineConfig config = small_config();
+    config.worker_threads = workers;  // sampling split over worker threads gives the same tokens
+    const std::vector<Case> cases = mixed_cases(64);
+    expect_matches_reference(run_cases(config, cases), cases, config);
+  }
 }
 
 TEST(Engine, SeededRequestGivesTheSameTokensAloneBatchedAndReordered) {

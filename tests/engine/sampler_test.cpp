@@ -41,7 +41,7 @@ std::vector<std::int32_t> reference_filter(const std::vector<float>& s, std::int
   if (top_k > 0 && static_cast<std::size_t>(top_k) < order.size()) order.resize(static_cast<std::size_t>(top_k));
   std::vector<std::int32_t> kept;
   for (std::int32_t v : order) {
-    if (min_p == 0.0f || std::exp(s[static_cast<std::size_t>(v)] - max) >= min_p) kept.push_back(v);
+    if (min_p == 0.0f || s[static_cast<std::size_t>(v)] >= max + std::log(static_cast<double>(min_p))) kept.push_back(v);
   }
   if (top_p < 1.0f && kept.size() > 1) {
     std::vector<std::int32_t> by_id = kept;
@@ -203,6 +203,11 @@ TEST(Sampler, AllMaskedRowFallsBackWithoutFailing) {
   EXPECT_EQ(sampler.sample(std::vector<float>{0.0f, 2.0f, 1.0f}, ctx).token, 1);
   const float nan = std::numeric_limits<float>::quiet_NaN();
   EXPECT_EQ(sampler.sample(std::vector<float>{nan, nan, nan}, ctx).token, 0);
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  SampleContext plain;
+  plain.params = &greedy;
+  EXPECT_EQ(sampler.sample(std::vector<float>{nan, nan, nan}, plain).token, 0);
 }
 
 }  // namespace
