@@ -43,8 +43,6 @@ CpuBackend::CpuBackend(int num_threads) {
   if (threads > 0) omp_set_num_threads(threads);
 }
 
-std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
-
 Tensor CpuBackend::empty(const Shape& shape, DType dtype) { return Tensor::empty(shape, dtype); }
 
 void CpuBackend::copy(const Tensor& src, Tensor& dst) {
@@ -218,3 +216,9 @@ void CpuBackend::argmax(const Tensor& logits, Tensor& out) {
 }
 
 }  // namespace deepinfer::ops::cpu
+
+namespace deepinfer::ops {
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<cpu::CpuBackend>(); }
+
+}  // namespace deepinfer::ops
