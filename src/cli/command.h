@@ -18,5 +18,8 @@ void register_tokenize(CLI::App& app);
 // `inspect` (inspect_command.cpp) and `make-tiny` (make_tiny_command.cpp).
 void register_inspect(CLI::App& app);
 void register_make_tiny(CLI::App& app);
+// `eval-logits` (eval_logits_command.cpp) and `perplexity` (perplexity_command.cpp).
+void register_eval_logits(CLI::App& app);
+void register_perplexity(CLI::App& app);
 
 }  // namespace deepinfer::cli

@@ -28,6 +28,8 @@ int main(int argc, char** argv) {
   cli::register_tokenize(app);
   cli::register_inspect(app);
   cli::register_make_tiny(app);
+  cli::register_eval_logits(app);
+  cli::register_perplexity(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
