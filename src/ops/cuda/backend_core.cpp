@@ -250,6 +250,11 @@ void CudaBackend::copy(const Tensor& src, Tensor& dst) {
     DI_CHECK(t->device().is_cpu() || t->device() == device(), "copy: tensor on a device other than cuda:{}", device_);
   if (src.numel() == 0) return;
   activate();
+  if (src.is_contiguous() && dst.is_contiguous()) {
+    DI_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), src.nbytes(), cudaMemcpyDefault, stream_));
+    if (src.device().is_cpu() || dst.device().is_cpu()) synchronize();
+    return;
+  }
   const std::int64_t rows = src.ndim() == 0 ? 1 : src.dim(0);
   const std::size_t row_bytes = dtype_bytes(src.dtype(), src.numel() / rows);
   auto pitch = [&](const Tensor& t) {

@@ -1,0 +1,114 @@
+// CUDA vs CPU parity of linear(): every weight format (f32, bf16, fp8 128x128 and 32x32 blocks,
+// fp4) over odd and model-sized shapes, batch 1 to large batch (split-K, tensor-core tiles and the
+// cuBLASLt path), FP8 activation fake quant, strided and bf16 inputs/outputs; plus the
+// batch-invariant mode's promise that a row's result does not depend on the batch.
+#include "ops/parity_util.h"
+
+namespace deepinfer::ops::test {
+namespace {
+
+enum class Fmt { kF32, kBF16, kFp8b128, kFp8b32, kFp4 };
+
+const char* fmt_name(Fmt f) {
+  switch (f) {
+    case Fmt::kF32: return "f32";
+    case Fmt::kBF16: return "bf16";
+    case Fmt::kFp8b128: return "fp8/128";
+    case Fmt::kFp8b32: return "fp8/32";
+    case Fmt::kFp4: return "fp4";
+  }
+  return "?";
+}
+
+LinearWeight make_weight(Fmt f, std::int64_t n, std::int64_t k, std::uint32_t seed) {
+  const Tensor w = random_tensor({n, k}, seed, 0.05f);
+  switch (f) {
+    case Fmt::kF32: return LinearWeight{WeightFormat::kF32, w, Tensor(), 0};
+    case Fmt::kBF16: return LinearWeight{WeightFormat::kBF16, w.to(DType::kBF16), Tensor(), 0};
+    case Fmt::kFp8b128: return quantize_fp8_block(w, 128);
+    case Fmt::kFp8b32: return quantize_fp8_block(w, 32);
+    case Fmt::kFp4: return quantize_fp4(w);
+  }
+  return {};
+}
+
+struct Case {
+  std::int64_t m, n, k;
+};
+
+// x bf16 (or act-quantised) makes every product exact in bf16, so only the f32 summation order
+// differs from the CPU; f32 x rounded to bf16 operands lands within the bf16 bound.
+void check_linear(Fmt f, const Case& c, DType x_dtype, int act_block, DType out_dtype) {
+  SCOPED_TRACE(testing::Message() << fmt_name(f) << " M=" << c.m << " N=" << c.n << " K=" << c.k << " x "
+                                  << dtype_name(x_dtype) << " act " << act_block << " out " << dtype_name(out_dtype));
+  const LinearWeight w = make_weight(f, c.n, c.k, static_cast<std::uint32_t>(c.n * 31 + c.k));
+  const Tensor x = random_tensor({c.m, c.k}, static_cast<std::uint32_t>(c.m + 7), 1.0f, x_dtype);
+  const LinearOptions options{act_block};
+  Tensor want = Tensor::empty({c.m, c.n}, out_dtype);
+  backend().linear(x, w, options, want);
+  Tensor got = poisoned({c.m, c.n}, out_dtype);
+  gpu().linear(to_gpu(x), to_gpu(w), options, got);
+  const bool exact_operands = f == Fmt::kF32 || x_dtype == DType::kBF16 || act_block > 0;
+  const double tol = out_dtype == DType::kBF16 ? kTolBf16 : (exact_operands ? 1e-4 : kTolBf16);
+  expect_parity(got, want, tol);
+}
+
+TEST(CudaParity, LinearMatchesCpuForEveryFormatAndShape) {
+  DEEPINFER_REQUIRE_GPU();
+  const std::vector<Case> cases = {{1, 1, 64},    {1, 33, 96},     {2, 300, 160},   {3, 128, 1024}, {16, 64, 256},
+                                   {17, 257, 512}, {64, 1000, 192}, {65, 128, 2048}, {130, 96, 4096}, {600, 320, 1024},
+                                   {1, 1024, 4096}, {5, 4096, 1024}};
+  for (Fmt f : {Fmt::kF32, Fmt::kBF16, Fmt::kFp8b128, Fmt::kFp8b32, Fmt::kFp4})
+    for (const Case& c : cases) {
+      check_linear(f, c, DType::kBF16, 0, DType::kF32);
+      if (f == Fmt::kFp8b128 || f == Fmt::kFp4) check_linear(f, c, DType::kF32, 128, DType::kF32);
+      if (f == Fmt::kFp8b32) check_linear(f, c, DType::kF32, 32, DType::kBF16);
+    }
+}
+
+TEST(CudaParity, LinearHandlesOddKThroughTheFallback) {
+  DEEPINFER_REQUIRE_GPU();
+  for (Fmt f : {Fmt::kF32, Fmt::kBF16, Fmt::kFp8b128, Fmt::kFp8b32})
+    for (const Case& c : std::vector<Case>{{1, 5, 1}, {7, 9, 100}, {33, 70, 999}, {600, 40, 77}}) {
+      check_linear(f, c, DType::kF32, 0, DType::kF32);
+      if (f == Fmt::kFp8b128) check_linear(f, c, DType::kF32, 128, DType::kF32);
+    }
+}
+
+TEST(CudaParity, LinearReadsStridedRowsAndWritesStridedRows) {
+  DEEPINFER_REQUIRE_GPU();
+  const LinearWeight w = make_weight(Fmt::kFp8b128, 256, 512, 3);
+  const Tensor wide_x = random_tensor({20, 700}, 4, 1.0f, DType::kBF16);
+  const Tensor x = wide_x.narrow(1, 100, 512);
+  Tensor want_wide = Tensor::zeros({20, 300}, DType::kF32);
+  Tensor want = want_wide.narrow(1, 10, 256);
+  backend().linear(x, w, LinearOptions{128}, want);
+  Tensor got_wide = to_gpu(Tensor::zeros({20, 300}, DType::kF32));
+  Tensor got = got_wide.narrow(1, 10, 256);
+  gpu().linear(to_gpu(wide_x).narrow(1, 100, 512), to_gpu(w), LinearOptions{128}, got);
+  expect_parity(got_wide, want_wide, 1e-4);
+}
+
+TEST(CudaParity, BatchInvariantModeGivesEveryRowTheSameBitsAtAnyBatchSize) {
+  DEEPINFER_REQUIRE_GPU();
+  Backend& b = gpu_invariant();
+  for (Fmt f : {Fmt::kBF16, Fmt::kFp8b128, Fmt::kFp4, Fmt::kF32}) {
+    SCOPED_TRACE(fmt_name(f));
+    const LinearWeight w = to_gpu(make_weight(f, 1024, 2048, 5), b);
+    const Tensor x = random_tensor({700, 2048}, 6, 1.0f, DType::kBF16);
+    const Tensor gx = to_gpu(x, b);
+    Tensor all = b.empty({700, 1024}, DType::kF32);
+    b.linear(gx, w, LinearOptions{128}, all);
+    const Tensor all_host = to_host(all, b);
+    for (std::int64_t row : {0, 17, 699}) {
+      Tensor one = b.empty({1, 1024}, DType::kF32);
+      b.linear(gx.narrow(0, row, 1), w, LinearOptions{128}, one);
+      const Tensor one_host = to_host(one, b);
+      for (std::int64_t j = 0; j < 1024; ++j)
+        ASSERT_EQ(one_host.data<float>()[j], all_host.data<float>()[row * 1024 + j]) << "row " << row << " col " << j;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace deepinfer::ops::test

@@ -1,0 +1,128 @@
+// CUDA vs CPU parity of mHC (pre with Sinkhorn, post, head) and MoE (routing by score function,
+// bias and hash table; routed experts in fp4 / fp8 / bf16 through the grouped GEMM pipeline).
+#include <algorithm>
+#include <numeric>
+
+#include "ops/parity_util.h"
+
+namespace deepinfer::ops::test {
+namespace {
+
+HcWeights hc_weights(int n, std::int64_t d, bool head, std::uint32_t seed) {
+  const std::int64_t mixes = head ? n : (2 + n) * n;
+  return HcWeights{random_tensor({mixes, n * d}, seed, 0.02f), random_tensor({mixes}, seed + 1, 0.5f),
+                   random_tensor({head ? 1 : 3}, seed + 2, 0.5f)};
+}
+
+HcWeights hc_to_gpu(const HcWeights& w) { return {to_gpu(w.fn), to_gpu(w.base), to_gpu(w.scale)}; }
+
+TEST(CudaParity, HcPrePostHeadMatchCpu) {
+  DEEPINFER_REQUIRE_GPU();
+  const HcOptions options;
+  for (int n : {1, 4, 6})
+    for (std::int64_t d : {64, 4096})
+      for (std::int64_t t : {1, 19}) {
+        SCOPED_TRACE(testing::Message() << "n=" << n << " D=" << d << " T=" << t);
+        const Tensor x = random_tensor({t, n, d}, 61, 1.0f, DType::kBF16);
+        const HcWeights w = hc_weights(n, d, false, 62);
+        Tensor y = Tensor::empty({t, d}, DType::kF32), post = Tensor::empty({t, n}, DType::kF32),
+               comb = Tensor::empty({t, n, n}, DType::kF32);
+        backend().hc_pre(x, w, options, y, post, comb);
+        Tensor gy = poisoned({t, d}, DType::kF32), gpost = poisoned({t, n}, DType::kF32),
+               gcomb = poisoned({t, n, n}, DType::kF32);
+        const Tensor gx = to_gpu(x);
+        gpu().hc_pre(gx, hc_to_gpu(w), options, gy, gpost, gcomb);
+        expect_parity(gy, y, 1e-4);
+        expect_parity(gpost, post, 1e-4);
+        expect_parity(gcomb, comb, 1e-4);
+
+        const Tensor f = random_tensor({t, d}, 63, 1.0f, DType::kBF16);
+        Tensor out = Tensor::empty({t, n, d}, DType::kBF16);
+        backend().hc_post(f, x, post, comb, out);
+        Tensor gout = poisoned({t, n, d}, DType::kBF16);
+        gpu().hc_post(to_gpu(f), gx, to_gpu(post), to_gpu(comb), gout);
+        expect_parity(gout, out, kTolBf16);
+
+        const HcWeights hw = hc_weights(n, d, true, 64);
+        Tensor hy = Tensor::empty({t, d}, DType::kBF16);
+        backend().hc_head(x, hw, options, hy);
+        Tensor ghy = poisoned({t, d}, DType::kBF16);
+        gpu().hc_head(gx, hc_to_gpu(hw), options, ghy);
+        expect_parity(ghy, hy, kTolBf16);
+      }
+}
+
+TEST(CudaParity, MoeRouteMatchesCpuForEveryScoreFunctionAndHashRouting) {
+  DEEPINFER_REQUIRE_GPU();
+  for (std::int64_t t : {1, 37})
+    for (ScoreFunc func : {ScoreFunc::kSqrtSoftplus, ScoreFunc::kSigmoid, ScoreFunc::kSoftmax})
+      for (int mode = 0; mode < 3; ++mode) {  // 0: plain top-k, 1: with bias, 2: hash table
+        SCOPED_TRACE(testing::Message() << "T=" << t << " func " << static_cast<int>(func) << " mode " << mode);
+        const int e = 256, k = 6;
+        const Tensor logits = random_tensor({t, e}, 71, 3.0f);
+        const Tensor bias = random_tensor({e}, 72, 0.1f);
+        const Tensor table = random_i32({1000, k}, 73, 0, e - 1);
+        const Tensor tokens = random_i32({t}, 74, 0, 999);
+        const RouteOptions options{k, 1.5f, func, func != ScoreFunc::kSoftmax, 0.0f};
+        Tensor ids = Tensor::empty({t, k}, DType::kI32), w = Tensor::empty({t, k}, DType::kF32);
+        backend().moe_route(logits, mode == 1 ? &bias : nullptr, mode == 2 ? &table : nullptr,
+                            mode == 2 ? &tokens : nullptr, options, ids, w);
+        Tensor gids = gpu().empty({t, k}, DType::kI32), gw = poisoned({t, k}, DType::kF32);
+        const Tensor gbias = to_gpu(bias), gtable = to_gpu(table), gtokens = to_gpu(tokens);
+        gpu().moe_route(to_gpu(logits), mode == 1 ? &gbias : nullptr, mode == 2 ? &gtable : nullptr,
+                        mode == 2 ? &gtokens : nullptr, options, gids, gw);
+        expect_i32_equal(gids, ids);
+        expect_parity(gw, w, 1e-5);
+      }
+}
+
+enum class ExpertFmt { kFp4, kFp8, kBF16 };
+
+LinearWeight expert_weight(ExpertFmt f, std::int64_t n, std::int64_t k, std::uint32_t seed) {
+  const Tensor w = random_tensor({n, k}, seed, 0.05f);
+  if (f == ExpertFmt::kFp4) return quantize_fp4(w);
+  if (f == ExpertFmt::kFp8) return quantize_fp8_block(w, 128);
+  return LinearWeight{WeightFormat::kBF16, w.to(DType::kBF16), Tensor(), 0};
+}
+
+TEST(CudaParity, MoeExpertsMatchCpuThroughTheGroupedGemm) {
+  DEEPINFER_REQUIRE_GPU();
+  const int n_exp = 16, k = 6;
+  const std::int64_t dim = 256, inter = 192;
+  for (ExpertFmt f : {ExpertFmt::kFp4, ExpertFmt::kFp8, ExpertFmt::kBF16}) {
+    std::vector<ExpertWeights> cpu_experts, gpu_experts;
+    for (int e = 0; e < n_exp; ++e) {
+      const auto seed = static_cast<std::uint32_t>(100 * e);
+      ExpertWeights ew{expert_weight(f, inter, dim, seed), expert_weight(f, inter, dim, seed + 1),
+                       expert_weight(f, dim, inter, seed + 2)};
+      gpu_experts.push_back({to_gpu(ew.w1), to_gpu(ew.w3), to_gpu(ew.w2)});
+      cpu_experts.push_back(std::move(ew));
+    }
+    for (std::int64_t t : {1, 5, 200})
+      for (int act : {0, 128}) {
+        SCOPED_TRACE(testing::Message() << "format " << static_cast<int>(f) << " T=" << t << " act " << act);
+        const Tensor x = random_tensor({t, dim}, 81, 1.0f, DType::kBF16);
+        // Distinct experts per token (top-k never repeats one), skewed towards low ids.
+        std::vector<std::int32_t> ids(static_cast<std::size_t>(t * k));
+        std::mt19937 rng(82);
+        for (std::int64_t i = 0; i < t; ++i) {
+          std::vector<std::int32_t> perm(n_exp);
+          std::iota(perm.begin(), perm.end(), 0);
+          std::shuffle(perm.begin(), perm.end(), rng);
+          std::sort(perm.begin(), perm.begin() + 3);
+          for (int j = 0; j < k; ++j) ids[static_cast<std::size_t>(i * k + j)] = perm[static_cast<std::size_t>(j)];
+        }
+        const Tensor id_t = i32_tensor({t, k}, ids);
+        const Tensor wts = random_tensor({t, k}, 83, 0.3f);
+        const MoeOptions options{10.0f, act, DType::kBF16};
+        Tensor want = Tensor::empty({t, dim}, DType::kF32);
+        backend().moe_experts(x, id_t, wts, cpu_experts, options, want);
+        Tensor got = poisoned({t, dim}, DType::kF32);
+        gpu().moe_experts(to_gpu(x), to_gpu(id_t), to_gpu(wts), gpu_experts, options, got);
+        expect_parity(got, want, kTolBf16);
+      }
+  }
+}
+
+}  // namespace
+}  // namespace deepinfer::ops::test
