@@ -39,6 +39,7 @@ Flags parse(std::optional<std::string> (*lookup)(const char* name)) {
   Flags flags;
   if (auto v = lookup("DEEPINFER_LOG_LEVEL")) flags.log_level = *v;
   if (auto v = lookup("DEEPINFER_HF_MODEL_DIR")) flags.hf_model_dir = *v;
+  if (auto v = lookup("DEEPINFER_TOKENIZER_DIR")) flags.tokenizer_dir = *v;
   if (auto v = lookup("DEEPINFER_BATCH_INVARIANT")) flags.batch_invariant = parse_bool("DEEPINFER_BATCH_INVARIANT", *v);
   if (auto v = lookup("DEEPINFER_ENABLE_MTP_VARLEN"))
     flags.enable_mtp_varlen = parse_bool("DEEPINFER_ENABLE_MTP_VARLEN", *v);

@@ -11,6 +11,7 @@ namespace deepinfer::env {
 struct Flags {
   std::string log_level = "warn";         // DEEPINFER_LOG_LEVEL
   std::string hf_model_dir;               // DEEPINFER_HF_MODEL_DIR: default model for examples
+  std::string tokenizer_dir;              // DEEPINFER_TOKENIZER_DIR: tokenizer the tests use
   bool batch_invariant = false;           // DEEPINFER_BATCH_INVARIANT
   bool enable_mtp_varlen = false;         // DEEPINFER_ENABLE_MTP_VARLEN
   int use_nextn_decode = 5;               // DEEPINFER_USE_NEXTN_DECODE: max draft length

@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "common/utf8.h"
 #include "tokenizer/byte_level.h"
+#include "tokenizer/json_fields.h"
 
 namespace deepinfer::tokenizer {
 namespace {
@@ -137,8 +138,10 @@ BpeModel BpeModel::from_json(const nlohmann::json& model, std::string_view where
       return it->second;
     };
     // Like HF, a later duplicate of a pair replaces the earlier rank.
-    bpe.merges_.insert_or_assign(lookup(left), lookup(right),
-                                 Merge{static_cast<std::uint32_t>(rank), lookup(left + right)});
+    const TokenId left_id = lookup(left);
+    const TokenId right_id = lookup(right);
+    const TokenId merged_id = lookup(left + right);
+    bpe.merges_.insert_or_assign(left_id, right_id, Merge{static_cast<std::uint32_t>(rank), merged_id});
   }
   if (const auto it = model.find("unk_token"); it != model.end() && !it->is_null()) {
     DI_CHECK(it->is_string(), "{}.unk_token: expected a string or null", where);
@@ -146,15 +149,9 @@ BpeModel BpeModel::from_json(const nlohmann::json& model, std::string_view where
     DI_CHECK(unk != bpe.vocab_.end(), "{}.unk_token '{}' is not in the vocabulary", where, it->get<std::string>());
     bpe.unk_id_ = unk->second;
   }
-  const auto flag = [&](const char* key) {
-    const auto it = model.find(key);
-    if (it == model.end() || it->is_null()) return false;
-    DI_CHECK(it->is_boolean(), "{}.{}: expected a boolean", where, key);
-    return it->get<bool>();
-  };
-  bpe.fuse_unk_ = flag("fuse_unk");
-  bpe.byte_fallback_ = flag("byte_fallback");
-  bpe.ignore_merges_ = flag("ignore_merges");
+  bpe.fuse_unk_ = json_bool(model, "fuse_unk", false, where);
+  bpe.byte_fallback_ = json_bool(model, "byte_fallback", false, where);
+  bpe.ignore_merges_ = json_bool(model, "ignore_merges", false, where);
   return bpe;
 }
 

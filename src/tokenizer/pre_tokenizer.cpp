@@ -11,6 +11,7 @@
 
 #include "common/error.h"
 #include "tokenizer/byte_level.h"
+#include "tokenizer/json_fields.h"
 
 namespace deepinfer::tokenizer {
 namespace {
@@ -34,13 +35,6 @@ SplitBehavior parse_behavior(const nlohmann::json& value, const std::string& whe
   if (name == "MergedWithNext") return SplitBehavior::kMergedWithNext;
   if (name == "Contiguous") return SplitBehavior::kContiguous;
   throw_error("{}.behavior: unknown split behavior '{}'", where, name);
-}
-
-bool optional_bool(const nlohmann::json& config, const char* key, bool fallback, const std::string& where) {
-  const auto it = config.find(key);
-  if (it == config.end() || it->is_null()) return fallback;
-  DI_CHECK(it->is_boolean(), "{}.{}: expected a boolean, got {}", where, key, it->dump());
-  return it->get<bool>();
 }
 
 // Applies a delimiter behaviour to the match list of HF's Pattern::find_matches (which covers the
@@ -101,10 +95,7 @@ PreTokenizer PreTokenizer::from_json(const nlohmann::json& config, std::string_v
 }
 
 void PreTokenizer::add_json(const nlohmann::json& config, const std::string& where, bool& seen_byte_level) {
-  DI_CHECK(config.is_object(), "{}: expected an object, got {}", where, config.dump().substr(0, 80));
-  const auto type_it = config.find("type");
-  DI_CHECK(type_it != config.end() && type_it->is_string(), "{}: missing string field 'type'", where);
-  const auto& type = type_it->get_ref<const std::string&>();
+  const std::string& type = json_type(config, where);
   if (type == "Sequence") {
     const auto it = config.find("pretokenizers");
     DI_CHECK(it != config.end() && it->is_array(), "{}.pretokenizers: expected an array", where);
@@ -124,7 +115,7 @@ void PreTokenizer::add_json(const nlohmann::json& config, const std::string& whe
                        UnicodeRegex::Options{.literal = kind == "String", .anchored = false});
     DI_CHECK(config.contains("behavior"), "{}: missing field 'behavior'", where);
     step.behavior = parse_behavior(config["behavior"], where);
-    step.invert = optional_bool(config, "invert", false, where);
+    step.invert = json_bool(config, "invert", false, where);
     step.on_byte_level_text = seen_byte_level;
     steps_.push_back(std::move(step));
     return;
@@ -132,7 +123,7 @@ void PreTokenizer::add_json(const nlohmann::json& config, const std::string& whe
   if (type == "Digits") {
     Step step;
     step.regex.emplace(R"(\p{N})", where, UnicodeRegex::Options{});
-    step.behavior = optional_bool(config, "individual_digits", false, where) ? SplitBehavior::kIsolated
+    step.behavior = json_bool(config, "individual_digits", false, where) ? SplitBehavior::kIsolated
                                                                               : SplitBehavior::kContiguous;
     step.on_byte_level_text = seen_byte_level;
     steps_.push_back(std::move(step));
@@ -140,12 +131,12 @@ void PreTokenizer::add_json(const nlohmann::json& config, const std::string& whe
   }
   if (type == "ByteLevel") {
     DI_CHECK(!seen_byte_level, "{}: a second ByteLevel pre-tokenizer is not supported", where);
-    if (optional_bool(config, "add_prefix_space", true, where)) {
+    if (json_bool(config, "add_prefix_space", true, where)) {
       Step step;
       step.kind = Step::Kind::kPrefixSpace;
       steps_.push_back(std::move(step));
     }
-    if (optional_bool(config, "use_regex", true, where)) {
+    if (json_bool(config, "use_regex", true, where)) {
       Step step;
       step.regex.emplace(kGpt2Pattern, where + " (GPT-2 regex)", UnicodeRegex::Options{});
       steps_.push_back(std::move(step));

@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "common/logging.h"
 #include "tokenizer/byte_level.h"
+#include "tokenizer/json_fields.h"
 #include "tokenizer/tokenizer_impl.h"
 
 namespace deepinfer::tokenizer {
@@ -24,17 +25,10 @@ json parse_json(std::string_view text, std::string_view source) {
   }
 }
 
-const std::string& type_of(const json& node, const std::string& where) {
-  DI_CHECK(node.is_object(), "{}: expected an object, got {}", where, node.dump().substr(0, 80));
-  const auto it = node.find("type");
-  DI_CHECK(it != node.end() && it->is_string(), "{}: missing string field 'type'", where);
-  return it->get_ref<const std::string&>();
-}
-
 // Only normalizers that leave text unchanged are supported: null or (nested) empty Sequences.
 void check_normalizer(const json& node, const std::string& where) {
   if (node.is_null()) return;
-  const std::string& type = type_of(node, where);
+  const std::string& type = json_type(node, where);
   DI_CHECK(type == "Sequence", "{}: unsupported normalizer type '{}' (supported: none, Sequence of none)", where, type);
   const auto it = node.find("normalizers");
   DI_CHECK(it != node.end() && it->is_array(), "{}.normalizers: expected an array", where);
@@ -54,7 +48,7 @@ bool has_byte_level(const json& node) {
 
 void check_decoder(const json& node, const std::string& where) {
   DI_CHECK(!node.is_null(), "{}: missing; a byte-level BPE tokenizer needs the ByteLevel decoder", where);
-  const std::string& type = type_of(node, where);
+  const std::string& type = json_type(node, where);
   if (type == "Sequence") {
     const auto it = node.find("decoders");
     DI_CHECK(it != node.end() && it->is_array() && it->size() == 1, "{}: only a Sequence of one ByteLevel is supported",
@@ -63,13 +57,6 @@ void check_decoder(const json& node, const std::string& where) {
     return;
   }
   DI_CHECK(type == "ByteLevel", "{}: unsupported decoder type '{}' (supported: ByteLevel)", where, type);
-}
-
-bool flag(const json& node, const char* key, bool fallback, const std::string& where) {
-  const auto it = node.find(key);
-  if (it == node.end() || it->is_null()) return fallback;
-  DI_CHECK(it->is_boolean(), "{}.{}: expected a boolean, got {}", where, key, it->dump());
-  return it->get<bool>();
 }
 
 // HF's AddedVocabulary::add_tokens as run by the deserializer: the "id" fields are not used; a
@@ -88,11 +75,11 @@ std::vector<AddedToken> assign_added_tokens(const json& list, const BpeModel& mo
     DI_CHECK(content != item.end() && content->is_string(), "{}.content: expected a string", item_where);
     AddedToken token;
     token.content = content->get<std::string>();
-    token.special = flag(item, "special", false, item_where);
-    token.normalized = flag(item, "normalized", !token.special, item_where);
-    token.single_word = flag(item, "single_word", false, item_where);
-    token.lstrip = flag(item, "lstrip", false, item_where);
-    token.rstrip = flag(item, "rstrip", false, item_where);
+    token.special = json_bool(item, "special", false, item_where);
+    token.normalized = json_bool(item, "normalized", !token.special, item_where);
+    token.single_word = json_bool(item, "single_word", false, item_where);
+    token.lstrip = json_bool(item, "lstrip", false, item_where);
+    token.rstrip = json_bool(item, "rstrip", false, item_where);
     if (token.content.empty()) continue;
     if (const auto it = content_to_id.find(token.content); it != content_to_id.end()) {
       token.id = it->second;
@@ -168,7 +155,7 @@ std::optional<TokenId> config_token(const json& config, const char* key, const T
 // tokenizer.json's post_processor, for add_special_tokens when tokenizer_config.json is silent.
 void apply_post_processor(const json& node, const std::string& where, Tokenizer::Impl& impl) {
   if (node.is_null()) return;
-  const std::string& type = type_of(node, where);
+  const std::string& type = json_type(node, where);
   if (type == "ByteLevel") return;  // offsets only
   if (type == "Sequence") {
     const auto it = node.find("processors");
@@ -238,14 +225,12 @@ Tokenizer TokenizerLoader::build_checked(std::string_view tokenizer_json, std::s
   };
   check_normalizer(field("normalizer"), source + ": normalizer");
   DI_CHECK(root.contains("model"), "{}: missing field 'model'", source);
-  type_of(root["model"], source + ": model");  // the model must say what it is
+  auto impl = std::make_unique<Tokenizer::Impl>();
+  impl->pre_tokenizer = PreTokenizer::from_json(field("pre_tokenizer"), source + ": pre_tokenizer");
   DI_CHECK(has_byte_level(field("pre_tokenizer")),
            "{}: pre_tokenizer has no ByteLevel step: not a byte-level BPE tokenizer (unsupported)", source);
   check_decoder(field("decoder"), source + ": decoder");
-
-  auto impl = std::make_unique<Tokenizer::Impl>();
   impl->model = BpeModel::from_json(root["model"], source + ": model");
-  impl->pre_tokenizer = PreTokenizer::from_json(field("pre_tokenizer"), source + ": pre_tokenizer");
   impl->added = AddedVocabulary(assign_added_tokens(field("added_tokens").is_null() ? json::array() : field("added_tokens"),
                                                     impl->model, source + ": added_tokens"));
   build_id_tables(*impl);
@@ -259,11 +244,11 @@ Tokenizer TokenizerLoader::build_checked(std::string_view tokenizer_json, std::s
   impl->specials.unk = config_token(config, "unk_token", *impl, config_source);
   if (config.contains("add_bos_token") || config.contains("add_eos_token")) {
     // transformers' LlamaTokenizerFast replaces the post-processor with bos/eos from the config.
-    if (flag(config, "add_bos_token", false, config_source)) {
+    if (json_bool(config, "add_bos_token", false, config_source)) {
       DI_CHECK(impl->specials.bos.has_value(), "{}: add_bos_token is set but bos_token is missing", config_source);
       impl->prefix.push_back(*impl->specials.bos);
     }
-    if (flag(config, "add_eos_token", false, config_source)) {
+    if (json_bool(config, "add_eos_token", false, config_source)) {
       DI_CHECK(impl->specials.eos.has_value(), "{}: add_eos_token is set but eos_token is missing", config_source);
       impl->suffix.push_back(*impl->specials.eos);
     }

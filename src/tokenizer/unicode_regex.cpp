@@ -3,8 +3,13 @@
 
 #include <pcre2.h>
 
+#include <fmt/format.h>
+
+#include <span>
+
 #include "common/error.h"
 #include "common/utf8.h"
+#include "tokenizer/onig_unicode_tables.h"
 
 namespace deepinfer::tokenizer {
 namespace {
@@ -38,7 +43,111 @@ ThreadScratch& scratch() {
   return instance;
 }
 
+// Class-body text (no brackets) listing the ranges, e.g. "\\x{1c89}-\\x{1c8a}\\x{a7cb}".
+std::string class_body(std::span<const onig_tables::Range> ranges) {
+  std::string out;
+  for (const auto& r : ranges) {
+    out += fmt::format("\\x{{{:x}}}", static_cast<std::uint32_t>(r.first));
+    if (r.last != r.first) out += fmt::format("-\\x{{{:x}}}", static_cast<std::uint32_t>(r.last));
+  }
+  return out;
+}
+
+// The code points Oniguruma's \p{name} has beyond PCRE2's tables, or nullptr.
+const std::string* onig_additions(std::string_view name) {
+  static const std::string letter = class_body(onig_tables::kLetter);
+  static const std::string number = class_body(onig_tables::kNumber);
+  static const std::string punctuation = class_body(onig_tables::kPunctuation);
+  static const std::string symbol = class_body(onig_tables::kSymbol);
+  static const std::string mark = class_body(onig_tables::kMark);
+  if (name == "L") return &letter;
+  if (name == "N") return &number;
+  if (name == "P") return &punctuation;
+  if (name == "S") return &symbol;
+  if (name == "M") return &mark;
+  return nullptr;
+}
+
+const std::string& onig_space() {
+  static const std::string body = class_body(onig_tables::kSpace);
+  return body;
+}
+
 }  // namespace
+
+// HF tokenizers runs its regexes on Oniguruma, whose Unicode tables are newer than PCRE2's and
+// whose \s is the White_Space property (PCRE2's also has U+180E). We rewrite \p{L} \p{N}
+// \p{P} \p{S} \p{M} (and \P{..} outside a class) to include Oniguruma's extra code points, and
+// \s / \S (outside a class) to Oniguruma's list, so both engines agree on every code point.
+std::string to_oniguruma_classes(std::string_view p) {
+  std::string out;
+  out.reserve(p.size());
+  bool in_class = false;
+  std::size_t i = 0;
+  while (i < p.size()) {
+    const char c = p[i];
+    if (c == '\\' && i + 1 < p.size()) {
+      const char d = p[i + 1];
+      if (d == 'Q') {  // \Q...\E is literal text
+        const std::size_t e = p.find("\\E", i + 2);
+        const std::size_t stop = e == std::string_view::npos ? p.size() : e + 2;
+        out.append(p.substr(i, stop - i));
+        i = stop;
+        continue;
+      }
+      if ((d == 'p' || d == 'P') && i + 2 < p.size()) {
+        std::size_t end = i + 3;
+        std::string_view name = p.substr(i + 2, 1);
+        if (p[i + 2] == '{') {
+          const std::size_t close = p.find('}', i + 3);
+          if (close == std::string_view::npos) break;  // malformed: PCRE2 reports it below
+          name = p.substr(i + 3, close - i - 3);
+          end = close + 1;
+        }
+        const std::string_view original = p.substr(i, end - i);
+        const std::string* extra = onig_additions(name);
+        if (extra != nullptr && d == 'p') {
+          out += in_class ? fmt::format("{}{}", original, *extra) : fmt::format("[{}{}]", original, *extra);
+        } else if (extra != nullptr && !in_class) {
+          out += fmt::format("[^\\p{{{}}}{}]", name, *extra);
+        } else {
+          out.append(original);
+        }
+        i = end;
+        continue;
+      }
+      if (d == 's' || (d == 'S' && !in_class)) {
+        out += in_class ? onig_space() : fmt::format("[{}{}]", d == 'S' ? "^" : "", onig_space());
+        i += 2;
+        continue;
+      }
+      out.append(p.substr(i, 2));
+      i += 2;
+      continue;
+    }
+    if (!in_class && c == '[') {
+      in_class = true;
+      out += c;
+      ++i;
+      if (i < p.size() && p[i] == '^') out += p[i++];
+      if (i < p.size() && p[i] == ']') out += p[i++];  // a literal ] first in a class
+      continue;
+    }
+    if (in_class && c == '[' && i + 1 < p.size() && p[i + 1] == ':') {  // [:alpha:]
+      const std::size_t e = p.find(":]", i + 2);
+      if (e != std::string_view::npos) {
+        out.append(p.substr(i, e + 2 - i));
+        i = e + 2;
+        continue;
+      }
+    }
+    if (in_class && c == ']') in_class = false;
+    out += c;
+    ++i;
+  }
+  if (i < p.size()) out.append(p.substr(i));
+  return out;
+}
 
 struct UnicodeRegex::Compiled {
   pcre2_code* code = nullptr;
@@ -50,11 +159,12 @@ UnicodeRegex::UnicodeRegex(std::string_view pattern, std::string_view what, Opti
     : pattern_(pattern), what_(what), compiled_(std::make_unique<Compiled>()) {
   int error_code = 0;
   PCRE2_SIZE error_offset = 0;
-  uint32_t flags = PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK;
-  if (options.literal) flags |= PCRE2_LITERAL;
+  uint32_t flags = PCRE2_UTF | PCRE2_NO_UTF_CHECK;
+  flags |= options.literal ? PCRE2_LITERAL : PCRE2_UCP;  // PCRE2 refuses UCP with LITERAL
   if (options.anchored) flags |= PCRE2_ANCHORED;
   DI_CHECK(utf8::is_valid(pattern), "{}: pattern is not valid UTF-8", what_);
-  compiled_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), flags, &error_code,
+  const std::string source = options.literal ? std::string(pattern) : to_oniguruma_classes(pattern);
+  compiled_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(source.data()), source.size(), flags, &error_code,
                                   &error_offset, nullptr);
   if (compiled_->code == nullptr) {
     throw_error("{}: cannot compile regex '{}' at offset {}: {}", what_, pattern_, error_offset,

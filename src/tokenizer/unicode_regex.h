@@ -47,4 +47,7 @@ class UnicodeRegex {
   std::unique_ptr<Compiled> compiled_;
 };
 
+// The pattern with its Unicode classes widened to Oniguruma's (what UnicodeRegex compiles).
+std::string to_oniguruma_classes(std::string_view pattern);
+
 }  // namespace deepinfer::tokenizer
