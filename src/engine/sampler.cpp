@@ -155,51 +155,59 @@ std::vector<std::int32_t> Sampler::nucleus(std::span<const float> scaled, std::v
 
 namespace {
 
-// Upper bound of the Gumbel value over each run of 2^20 consecutive bit patterns (the function
-// is monotone), so most tokens are ruled out by a lookup instead of two logarithms.
+// Bounds of the Gumbel value over each run of 2^20 consecutive bit patterns (the function is
+// monotone in the bits), so a score interval costs a lookup instead of two logarithms.
 constexpr int kBucketShift = 20;
-const std::array<double, 4096>& gumbel_bucket_max() {
-  static const std::array<double, 4096> table = [] {
-    std::array<double, 4096> t{};
-    for (std::uint64_t k = 0; k < t.size(); ++k) {
-      t[k] = gumbel_from_bits(static_cast<std::uint32_t>(((k + 1) << kBucketShift) - 1));
+struct GumbelBuckets {
+  std::array<double, 4096> lo{}, hi{};
+};
+const GumbelBuckets& gumbel_buckets() {
+  static const GumbelBuckets table = [] {
+    GumbelBuckets t;
+    for (std::uint64_t k = 0; k < t.lo.size(); ++k) {
+      t.lo[k] = gumbel_from_bits(static_cast<std::uint32_t>(k << kBucketShift));
+      t.hi[k] = gumbel_from_bits(static_cast<std::uint32_t>(((k + 1) << kBucketShift) - 1));
     }
     return t;
   }();
   return table;
 }
 
-// The Gumbel-max race over the ids `for_each` yields in ascending order. The best-logit token's
-// exact score is computed first; any other token whose score bound cannot beat the best so far
-// (strictly) is skipped, which leaves the argmax unchanged because rounded addition is monotone.
+// The Gumbel-max race over the ids `for_each` yields (ascending), in two passes. Pass 1 draws
+// the bits and raises `floor` to the best lower bound of any score; pass 2 computes exact scores
+// only for tokens whose upper bound reaches `floor` (strictly below can neither win nor tie).
+// Rounded addition is monotone, so the result is the exact argmax, lowest id on ties.
 template <typename ForEach>
-std::int32_t gumbel_race(std::span<const float> scaled, std::uint64_t seed, std::uint32_t position, ForEach for_each) {
+std::int32_t gumbel_race(std::span<const float> scaled, std::uint64_t seed, std::uint32_t position,
+                         std::vector<std::uint32_t>& bits, ForEach for_each) {
   static const double kGumbelMax = gumbel_from_bits(~0u);
-  const std::array<double, 4096>& bucket_max = gumbel_bucket_max();
-  std::int32_t best = -1;
-  float top_value = kNegInf;
-  for_each([&](std::int32_t v) {
-    if (scaled[static_cast<std::size_t>(v)] > top_value) {
-      top_value = scaled[static_cast<std::size_t>(v)];
-      best = v;
-    }
-  });
-  if (best < 0) return -1;
-  double best_score = static_cast<double>(top_value) +
-                      gumbel_from_bits(philox_bits(seed, position, RandomPurpose::kTokenSample, static_cast<std::uint32_t>(best)));
+  const GumbelBuckets& buckets = gumbel_buckets();
+  double floor = -std::numeric_limits<double>::infinity();
   std::uint32_t block = ~0u;
   PhiloxCounter words{};
+  bits.clear();
   for_each([&](std::int32_t v) {
     const double s = scaled[static_cast<std::size_t>(v)];
-    if (s + kGumbelMax < best_score) return;
+    if (s + kGumbelMax < floor) {
+      bits.push_back(0);  // never read: pass 2 skips it too (floor only rises)
+      return;
+    }
     const auto id = static_cast<std::uint32_t>(v);
     if ((id >> 2) != block) {
       block = id >> 2;
       words = philox_block(seed, position, RandomPurpose::kTokenSample, block);
     }
-    const std::uint32_t bits = words[id & 3u];
-    if (s + bucket_max[bits >> kBucketShift] < best_score) return;
-    const double score = s + gumbel_from_bits(bits);
+    bits.push_back(words[id & 3u]);
+    floor = std::max(floor, s + buckets.lo[bits.back() >> kBucketShift]);
+  });
+  std::int32_t best = -1;
+  double best_score = -std::numeric_limits<double>::infinity();
+  std::size_t j = 0;
+  for_each([&](std::int32_t v) {
+    const std::uint32_t b = bits[j++];
+    const double s = scaled[static_cast<std::size_t>(v)];
+    if (s + kGumbelMax < floor || s + buckets.hi[b >> kBucketShift] < floor) return;
+    const double score = s + gumbel_from_bits(b);
     if (score > best_score || (score == best_score && v < best)) {
       best_score = score;
       best = v;
@@ -212,13 +220,13 @@ std::int32_t gumbel_race(std::span<const float> scaled, std::uint64_t seed, std:
 
 std::int32_t Sampler::gumbel_argmax(std::span<const float> scaled, std::span<const std::int32_t> candidates,
                                     std::uint64_t seed, std::uint32_t position) {
-  return gumbel_race(scaled, seed, position, [&](auto&& visit) {
+  return gumbel_race(scaled, seed, position, bits_, [&](auto&& visit) {
     for (std::int32_t v : candidates) visit(v);
   });
 }
 
 std::int32_t Sampler::gumbel_argmax_all(std::span<const float> scaled, std::uint64_t seed, std::uint32_t position) {
-  return gumbel_race(scaled, seed, position, [&](auto&& visit) {
+  return gumbel_race(scaled, seed, position, bits_, [&](auto&& visit) {
     for (std::size_t v = 0; v < scaled.size(); ++v) {
       if (std::isfinite(scaled[v])) visit(static_cast<std::int32_t>(v));
     }

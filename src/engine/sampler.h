@@ -75,10 +75,10 @@ class Sampler {
                                           float top_p);
   // Gumbel-max over `candidates` (ascending ids): argmax of scaled[v] + Gumbel(seed, position,
   // v), lowest id on ties. Tokens that cannot win given the noise bounds get no noise computed.
-  static std::int32_t gumbel_argmax(std::span<const float> scaled, std::span<const std::int32_t> candidates,
-                                    std::uint64_t seed, std::uint32_t position);
+  std::int32_t gumbel_argmax(std::span<const float> scaled, std::span<const std::int32_t> candidates,
+                             std::uint64_t seed, std::uint32_t position);
   // The same over every token with a finite scaled logit (no filter active).
-  static std::int32_t gumbel_argmax_all(std::span<const float> scaled, std::uint64_t seed, std::uint32_t position);
+  std::int32_t gumbel_argmax_all(std::span<const float> scaled, std::uint64_t seed, std::uint32_t position);
   // Highest logit, lowest id on ties (greedy).
   static std::int32_t argmax(std::span<const float> logits);
 
@@ -91,7 +91,8 @@ class Sampler {
                                            float max_value, float top_p);
 
   std::int32_t vocab_size_;
-  std::vector<float> work_;  // processed / scaled logits of the current row
+  std::vector<float> work_;          // processed / scaled logits of the current row
+  std::vector<std::uint32_t> bits_;  // the random bits of the current row's candidates
 };
 
 }  // namespace deepinfer::engine

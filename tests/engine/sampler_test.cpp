@@ -84,6 +84,7 @@ TEST(Sampler, FiltersMatchTheReferenceDefinitions) {
 }
 
 TEST(Sampler, GumbelMaxWithPruningEqualsTheFullComputation) {
+  Sampler sampler(500);
   for (std::uint32_t seed = 0; seed < 40; ++seed) {
     // Wide spreads make most tokens prunable; narrow ones make few.
     const std::vector<float> s = random_logits(seed, 500, seed % 2 == 0 ? 2.0f : 200.0f, seed % 5 == 0 ? 4 : 0);
@@ -100,7 +101,8 @@ TEST(Sampler, GumbelMaxWithPruningEqualsTheFullComputation) {
           best = v;
         }
       }
-      EXPECT_EQ(Sampler::gumbel_argmax(s, cand, seed * 7 + 1, pos), best) << "seed " << seed << " pos " << pos;
+      EXPECT_EQ(sampler.gumbel_argmax(s, cand, seed * 7 + 1, pos), best) << "seed " << seed << " pos " << pos;
+      EXPECT_EQ(sampler.gumbel_argmax_all(s, seed * 7 + 1, pos), best) << "seed " << seed << " pos " << pos;
     }
   }
 }
