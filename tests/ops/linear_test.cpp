@@ -116,16 +116,29 @@ TEST(CpuLinear, EveryInstructionSetGivesTheSameBits) {
   const std::int64_t m = 9, n = 11, k16 = 80;
   const Tensor a = random_tensor(Shape{m, k16}, 16);
   const Tensor w = random_tensor(Shape{n, k16}, 17);
-  auto run = [&](cpu::GemmBlockFn fn) {
+  using GemmFn = decltype(cpu::CpuKernels::gemm_block);
+  using DotFn = decltype(cpu::CpuKernels::dot);
+  auto run = [&](GemmFn fn) {
     std::vector<float> c(static_cast<std::size_t>(m * n));
     fn(a.data<float>(), k16, m, w.data<float>(), k16, n, k16, c.data(), n);
     return c;
   };
+  auto dots = [&](DotFn fn, std::int64_t len) {  // len < k16: the tail path
+    std::vector<float> c;
+    for (std::int64_t i = 0; i < m; ++i) c.push_back(fn(a.data<float>() + i * k16, w.data<float>() + i * k16, len));
+    return c;
+  };
   const auto generic = run(&cpu::generic::gemm_block);
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2")) test::expect_bits_equal(run(&cpu::avx2::gemm_block), generic);
-  if (__builtin_cpu_supports("avx512f")) test::expect_bits_equal(run(&cpu::avx512::gemm_block), generic);
-  // dot_f32 follows the same lane order.
+  if (__builtin_cpu_supports("avx2")) {
+    test::expect_bits_equal(run(&cpu::avx2::gemm_block), generic);
+    test::expect_bits_equal(dots(&cpu::avx2::dot, 75), dots(&cpu::generic::dot, 75));
+  }
+  if (__builtin_cpu_supports("avx512f")) {
+    test::expect_bits_equal(run(&cpu::avx512::gemm_block), generic);
+    test::expect_bits_equal(dots(&cpu::avx512::dot, 75), dots(&cpu::generic::dot, 75));
+  }
+  // dot follows the GEMM's lane order.
   for (std::int64_t i = 0; i < m; ++i)
     for (std::int64_t j = 0; j < n; ++j)
       EXPECT_EQ(cpu::dot_f32(a.data<float>() + i * k16, w.data<float>() + j * k16, k16),

@@ -85,8 +85,7 @@ void attend_one(const float* q, const ConcatRows& kv, const std::int32_t* idx, s
       const float p = std::exp(scores[j] - new_max);
       block_sum += p;
       const float pv = options.round_probs_bf16 ? round_to_bf16(p) : p;
-      const float* v = rows[j];
-      for (std::int64_t i = 0; i < d; ++i) acc[i] += pv * v[i];
+      kernels().axpy(pv, rows[j], acc, d);
     }
     denom = denom * rescale + block_sum;
     running_max = new_max;

@@ -29,6 +29,19 @@ const std::array<float, 256>& e4m3_table() {
   return table;
 }
 
+// Both elements of a packed FP4 byte (low nibble first).
+const std::array<std::array<float, 2>, 256>& fp4_pair_table() {
+  static const std::array<std::array<float, 2>, 256> table = [] {
+    std::array<std::array<float, 2>, 256> t{};
+    for (int b = 0; b < 256; ++b) {
+      t[static_cast<std::size_t>(b)] = {e2m1_to_f32(static_cast<std::uint8_t>(b & 0xf)),
+                                        e2m1_to_f32(static_cast<std::uint8_t>(b >> 4))};
+    }
+    return t;
+  }();
+  return table;
+}
+
 float scale_value(const Tensor& scale, std::int64_t r, std::int64_t c) {
   const std::int64_t i = r * scale.dim(1) + c;
   if (scale.dtype() == DType::kUE8M0) return ue8m0_to_f32(scale.data<std::uint8_t>()[i]);
@@ -60,12 +73,17 @@ void decode_rows(const LinearWeight& w, std::int64_t n0, std::int64_t nt, std::i
         }
         break;
       }
-      case WeightFormat::kFp4: {
+      case WeightFormat::kFp4: {  // K and the block are even (validate_weight), so bytes never straddle blocks
+        const auto& pairs = fp4_pair_table();
         const std::uint8_t* src = w.data.data<std::uint8_t>() + n * (k / 2);
         for (std::int64_t kb = 0; kb < k; kb += w.block) {
           const float s = scale_value(w.scale, n, kb / w.block);
           const std::int64_t end = std::min(k, kb + w.block);
-          for (std::int64_t i = kb; i < end; ++i) dst[i] = e2m1_to_f32(fp4_unpack(src, i)) * s;
+          for (std::int64_t i = kb; i < end; i += 2) {
+            const auto& pair = pairs[src[i / 2]];
+            dst[i] = pair[0] * s;
+            dst[i + 1] = pair[1] * s;
+          }
         }
         break;
       }
@@ -87,26 +105,14 @@ void store_partial_row(const Rows& out, std::int64_t m, std::int64_t n0, std::in
 
 }  // namespace
 
-GemmBlockFn gemm_block_for_this_cpu() {
-  static const GemmBlockFn fn = [] {
+const CpuKernels& kernels() {
+  static const CpuKernels chosen = [] {
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) return &avx512::gemm_block;
-    if (__builtin_cpu_supports("avx2")) return &avx2::gemm_block;
-    return &generic::gemm_block;
+    if (__builtin_cpu_supports("avx512f")) return CpuKernels{&avx512::gemm_block, &avx512::dot, &avx512::axpy};
+    if (__builtin_cpu_supports("avx2")) return CpuKernels{&avx2::gemm_block, &avx2::dot, &avx2::axpy};
+    return CpuKernels{&generic::gemm_block, &generic::dot, &generic::axpy};
   }();
-  return fn;
-}
-
-float dot_f32(const float* a, const float* b, std::int64_t n) {
-  float lanes[16] = {};
-  std::int64_t k = 0;
-  for (; k + 16 <= n; k += 16)
-    for (int l = 0; l < 16; ++l) lanes[l] += a[k + l] * b[k + l];
-  for (int l = 0; k + l < n; ++l) lanes[l] += a[k + l] * b[k + l];
-  for (int i = 0; i < 8; ++i) lanes[i] += lanes[i + 8];
-  for (int i = 0; i < 4; ++i) lanes[i] += lanes[i + 4];
-  for (int i = 0; i < 2; ++i) lanes[i] += lanes[i + 2];
-  return lanes[0] + lanes[1];
+  return chosen;
 }
 
 void validate_weight(const LinearWeight& w) {
@@ -161,7 +167,7 @@ void linear_rows(const Rows& x, const LinearWeight& w, int act_quant_block, cons
     std::fill(row + k, row + k16, 0.0f);
   }
 
-  const GemmBlockFn block_fn = gemm_block_for_this_cpu();
+  const auto block_fn = kernels().gemm_block;
   const bool direct = w.format == WeightFormat::kF32 && k == k16;
   const std::int64_t n_tiles = (n + kTileN - 1) / kTileN;
   const std::int64_t m_tiles = (m_rows + kTileM - 1) / kTileM;

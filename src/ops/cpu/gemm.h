@@ -17,27 +17,33 @@ void linear_rows(const Rows& x, const LinearWeight& w, int act_quant_block, cons
 // Checks a weight's tensors against its format (shapes, dtypes, scale grid); throws on mismatch.
 void validate_weight(const LinearWeight& w);
 
-// The micro-kernel, compiled once per instruction set (gemm_kernel_*.cpp):
-// c[i * ldc + j] = dot(a + i * lda, w + j * ldw) over k16 elements (a multiple of 16).
-using GemmBlockFn = void (*)(const float* a, std::int64_t lda, std::int64_t m, const float* w, std::int64_t ldw,
-                             std::int64_t n, std::int64_t k16, float* c, std::int64_t ldc);
-namespace avx512 {
-void gemm_block(const float* a, std::int64_t lda, std::int64_t m, const float* w, std::int64_t ldw, std::int64_t n,
-                std::int64_t k16, float* c, std::int64_t ldc);
-}
-namespace avx2 {
-void gemm_block(const float* a, std::int64_t lda, std::int64_t m, const float* w, std::int64_t ldw, std::int64_t n,
-                std::int64_t k16, float* c, std::int64_t ldc);
-}
-namespace generic {
-void gemm_block(const float* a, std::int64_t lda, std::int64_t m, const float* w, std::int64_t ldw, std::int64_t n,
-                std::int64_t k16, float* c, std::int64_t ldc);
-}
-// The best micro-kernel this CPU runs (all give bit-identical results).
-GemmBlockFn gemm_block_for_this_cpu();
+// The kernels compiled once per instruction set (gemm_kernel_*.cpp), all with the same arithmetic:
+//  gemm_block: c[i * ldc + j] = dot(a + i * lda, w + j * ldw) over k16 elements (a multiple of 16);
+//  dot: 16 lane accumulators (lane l sums k ≡ l mod 16) reduced by a fixed tree;
+//  axpy: y += alpha · x.
+struct CpuKernels {
+  void (*gemm_block)(const float* a, std::int64_t lda, std::int64_t m, const float* w, std::int64_t ldw,
+                     std::int64_t n, std::int64_t k16, float* c, std::int64_t ldc);
+  float (*dot)(const float* a, const float* b, std::int64_t n);
+  void (*axpy)(float alpha, const float* x, float* y, std::int64_t n);
+};
+#define DI_DECLARE_CPU_KERNELS(isa)                                                                           \
+  namespace isa {                                                                                             \
+  void gemm_block(const float* a, std::int64_t lda, std::int64_t m, const float* w, std::int64_t ldw,          \
+                  std::int64_t n, std::int64_t k16, float* c, std::int64_t ldc);                               \
+  float dot(const float* a, const float* b, std::int64_t n);                                                   \
+  void axpy(float alpha, const float* x, float* y, std::int64_t n);                                           \
+  }
+DI_DECLARE_CPU_KERNELS(avx512)
+DI_DECLARE_CPU_KERNELS(avx2)
+DI_DECLARE_CPU_KERNELS(generic)
+#undef DI_DECLARE_CPU_KERNELS
+
+// The best kernels this CPU runs (all give bit-identical results).
+const CpuKernels& kernels();
 
 // Dot product of two f32 spans with the same 16-lane order as the GEMM (n need not be a multiple
-// of 16); used by attention and indexer scores so they stay batch invariant too.
-float dot_f32(const float* a, const float* b, std::int64_t n);
+// of 16); used by norms, attention and indexer scores so they stay batch invariant too.
+inline float dot_f32(const float* a, const float* b, std::int64_t n) { return kernels().dot(a, b, n); }
 
 }  // namespace deepinfer::ops::cpu
