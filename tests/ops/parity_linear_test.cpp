@@ -38,7 +38,7 @@ struct Case {
 
 // x bf16 (or act-quantised) makes every product exact in bf16, so only the f32 summation order
 // differs from the CPU; f32 x rounded to bf16 operands lands within the bf16 bound.
-void check_linear(Fmt f, const Case& c, DType x_dtype, int act_block, DType out_dtype) {
+void check_linear(Fmt f, const Case& c, DType x_dtype, int act_block, DType out_dtype, Backend& b = gpu()) {
   SCOPED_TRACE(testing::Message() << fmt_name(f) << " M=" << c.m << " N=" << c.n << " K=" << c.k << " x "
                                   << dtype_name(x_dtype) << " act " << act_block << " out " << dtype_name(out_dtype));
   const LinearWeight w = make_weight(f, c.n, c.k, static_cast<std::uint32_t>(c.n * 31 + c.k));
@@ -46,11 +46,11 @@ void check_linear(Fmt f, const Case& c, DType x_dtype, int act_block, DType out_
   const LinearOptions options{act_block};
   Tensor want = Tensor::empty({c.m, c.n}, out_dtype);
   backend().linear(x, w, options, want);
-  Tensor got = poisoned({c.m, c.n}, out_dtype);
-  gpu().linear(to_gpu(x), to_gpu(w), options, got);
+  Tensor got = poisoned({c.m, c.n}, out_dtype, b);
+  b.linear(to_gpu(x, b), to_gpu(w, b), options, got);
   const bool exact_operands = f == Fmt::kF32 || x_dtype == DType::kBF16 || act_block > 0;
   const double tol = out_dtype == DType::kBF16 ? kTolBf16 : (exact_operands ? 1e-4 : kTolBf16);
-  expect_parity(got, want, tol);
+  expect_parity(got, want, tol, b);
 }
 
 TEST(CudaParity, LinearMatchesCpuForEveryFormatAndShape) {
@@ -63,6 +63,8 @@ TEST(CudaParity, LinearMatchesCpuForEveryFormatAndShape) {
       check_linear(f, c, DType::kBF16, 0, DType::kF32);
       if (f == Fmt::kFp8b128 || f == Fmt::kFp4) check_linear(f, c, DType::kF32, 128, DType::kF32);
       if (f == Fmt::kFp8b32) check_linear(f, c, DType::kF32, 32, DType::kBF16);
+      // The batch-invariant backend runs the tensor-core kernel at every M (no GEMV, no cuBLASLt).
+      check_linear(f, c, DType::kBF16, f == Fmt::kFp8b128 ? 128 : 0, DType::kF32, gpu_invariant());
     }
 }
 

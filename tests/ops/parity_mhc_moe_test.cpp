@@ -99,8 +99,10 @@ TEST(CudaParity, MoeExpertsMatchCpuThroughTheGroupedGemm) {
       cpu_experts.push_back(std::move(ew));
     }
     for (std::int64_t t : {1, 5, 200})
-      for (int act : {0, 128}) {
-        SCOPED_TRACE(testing::Message() << "format " << static_cast<int>(f) << " T=" << t << " act " << act);
+      for (int act : {0, 128})
+      for (Backend* b : {&gpu(), &gpu_invariant()}) {  // grouped GEMV for decode / tensor cores always
+        SCOPED_TRACE(testing::Message() << "format " << static_cast<int>(f) << " T=" << t << " act " << act
+                                        << " invariant " << (b == &gpu_invariant()));
         const Tensor x = random_tensor({t, dim}, 81, 1.0f, DType::kBF16);
         // Distinct experts per token (top-k never repeats one), skewed towards low ids.
         std::vector<std::int32_t> ids(static_cast<std::size_t>(t * k));
@@ -117,9 +119,9 @@ TEST(CudaParity, MoeExpertsMatchCpuThroughTheGroupedGemm) {
         const MoeOptions options{10.0f, act, DType::kBF16};
         Tensor want = Tensor::empty({t, dim}, DType::kF32);
         backend().moe_experts(x, id_t, wts, cpu_experts, options, want);
-        Tensor got = poisoned({t, dim}, DType::kF32);
-        gpu().moe_experts(to_gpu(x), to_gpu(id_t), to_gpu(wts), gpu_experts, options, got);
-        expect_parity(got, want, kTolBf16);
+        Tensor got = poisoned({t, dim}, DType::kF32, *b);
+        b->moe_experts(to_gpu(x, *b), to_gpu(id_t, *b), to_gpu(wts, *b), gpu_experts, options, got);
+        expect_parity(got, want, kTolBf16, *b);
       }
   }
 }

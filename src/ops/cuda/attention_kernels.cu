@@ -237,8 +237,10 @@ __global__ void __launch_bounds__(256) indexer_scores_kernel(IndexerArgs a) {
     a.out[t * a.out_stride + s0 + j] = ((red_s[j] + red_s[64 + j]) + red_s[128 + j]) + red_s[192 + j];
 }
 
+// Order-preserving key of a score; -0 and +0 are one key (they compare equal on the CPU, where
+// the lower index then wins).
 __device__ __forceinline__ std::uint32_t order_key(float f) {
-  const std::uint32_t u = __float_as_uint(f);
+  const std::uint32_t u = __float_as_uint(f == 0.0f ? 0.0f : f);
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 

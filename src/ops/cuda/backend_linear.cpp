@@ -82,10 +82,29 @@ void CudaBackend::gemm(const DevRows& x, const LinearWeight& w, int act_block, c
     return;
   }
   if (!options_.batch_invariant && options_.cublas_min_rows > 0 && m >= options_.cublas_min_rows &&
-      gemm_cublas(x, w, act_block, out))
+      (w.format == WeightFormat::kBF16 || w.block % 8 == 0) && gemm_cublas(x, w, act_block, out))
     return;
 
   const std::int64_t kpad = ceil_div(k, kGemmBK) * kGemmBK;
+  if (!options_.batch_invariant && m <= kGemvRows) {  // decode: the memory-bound GEMV
+    ScratchLayout layout;
+    const std::size_t a_off = layout.add(static_cast<std::size_t>(m * kpad) * 2);
+    auto* a = reinterpret_cast<std::uint16_t*>(scratch(layout.total()) + a_off);
+    launch_act_prep_bf16(x, act_block, a, kpad, stream_);
+    MmaGemmArgs args;
+    args.a = a;
+    args.lda = kpad;
+    args.m = m;
+    args.n = n;
+    args.k = k;
+    args.w = dw;
+    args.out[0] = out.base;
+    args.ldo = out.stride;
+    args.out_bf16 = out.bf16;
+    launch_gemv(dev_format(w.format), false, args, 1, 1, stream_);
+    DI_CUDA_CHECK_LAUNCH("linear (gemv)");
+    return;
+  }
   const MmaTile tile = m <= 16 ? MmaTile::kSmall : (m <= 64 ? MmaTile::kMedium : MmaTile::kLarge);
   const MmaTileShape shape = mma_tile_shape(tile);
   const std::int64_t ktiles = kpad / kGemmBK;

@@ -184,7 +184,10 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& expert_ids, const T
   const std::int64_t rows_per_expert = ceil_div(pairs, std::min(n_exp, pairs));
   const MmaTile tile = rows_per_expert <= 16 ? MmaTile::kSmall : (rows_per_expert <= 96 ? MmaTile::kMedium : MmaTile::kLarge);
   const MmaTileShape shape = mma_tile_shape(tile);
-  const std::int64_t max_items = pairs / shape.bm + std::min(n_exp, pairs) + 1;
+  // Decode (a few rows per expert): the GEMV streams each touched expert once; items of <= 4 rows.
+  const bool gemv = !options_.batch_invariant && rows_per_expert <= kGemvRows;
+  const int item_rows = gemv ? kGemvRows : shape.bm;
+  const std::int64_t max_items = pairs / item_rows + std::min(n_exp, pairs) + 1;
   const std::int64_t kpad1 = ceil_div(dim, kGemmBK) * kGemmBK;
   const std::int64_t kpad2 = ceil_div(inter, kGemmBK) * kGemmBK;
 
@@ -221,7 +224,7 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& expert_ids, const T
   sort.pairs = pairs;
   sort.k = k;
   sort.experts = static_cast<int>(n_exp);
-  sort.bm = shape.bm;
+  sort.bm = item_rows;
   sort.pos = pos;
   sort.a_rows = a_rows;
   sort.rw = rw;
@@ -248,8 +251,12 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& expert_ids, const T
   g.ldo = inter;
   g.items = items;
   g.item_count = item_count;
-  launch_mma_gemm(format, tile, true, g, static_cast<int>(ceil_div(inter, shape.bn)), static_cast<int>(max_items), 2,
-                  stream_);
+  if (gemv) {
+    launch_gemv(format, true, g, static_cast<int>(max_items), 2, stream_);
+  } else {
+    launch_mma_gemm(format, tile, true, g, static_cast<int>(ceil_div(inter, shape.bn)), static_cast<int>(max_items), 2,
+                    stream_);
+  }
   DI_CUDA_CHECK_LAUNCH("moe_experts (w1/w3)");
 
   MoeSwigluArgs sw;
@@ -278,8 +285,12 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& expert_ids, const T
   g2.out[0] = y;
   g2.out[1] = nullptr;
   g2.ldo = dim;
-  launch_mma_gemm(format, tile, true, g2, static_cast<int>(ceil_div(dim, shape.bn)), static_cast<int>(max_items), 1,
-                  stream_);
+  if (gemv) {
+    launch_gemv(format, true, g2, static_cast<int>(max_items), 1, stream_);
+  } else {
+    launch_mma_gemm(format, tile, true, g2, static_cast<int>(ceil_div(dim, shape.bn)), static_cast<int>(max_items), 1,
+                    stream_);
+  }
   DI_CUDA_CHECK_LAUNCH("moe_experts (w2)");
 
   MoeCombineArgs c;

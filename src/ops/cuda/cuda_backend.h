@@ -15,7 +15,7 @@ struct CudaBackendOptions {
   bool batch_invariant = false;
   // Row count from which linear() hands quantised/bf16 GEMMs to cuBLASLt (after dequantising the
   // weight to bf16); 0 disables the library path. Ignored in batch-invariant mode.
-  int cublas_min_rows = 512;
+  int cublas_min_rows = 128;
 };
 
 // The backend on CUDA device `device` (options from the environment).

@@ -70,11 +70,31 @@ __device__ __forceinline__ float decode_weight(const DevWeight& w, int format, s
   }
 }
 
+// Whole-weight dequantisation to bf16 for the cuBLASLt path: one row per grid row, 8 elements
+// (one scale) per thread, 16-byte stores. Needs K % 8 == 0 and block % 8 == 0.
 __global__ void dequant_weight_kernel(DevWeight w, int format, std::int64_t n, std::int64_t k, std::uint16_t* out) {
-  const std::int64_t total = n * k;
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
-    out[i] = f32_to_bf16_bits(decode_weight(w, format, k, i / k, i % k));
+  const std::int64_t k0 = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * 8;
+  if (k0 >= k) return;
+  for (std::int64_t row = blockIdx.y; row < n; row += gridDim.y) {
+    float v[8];
+    if (format == static_cast<int>(DevWeightFormat::kFp8Block)) {
+      const float s = weight_scale(w, (row / w.block) * w.scale_ld + k0 / w.block);
+      const uint2 bytes = *reinterpret_cast<const uint2*>(static_cast<const std::uint8_t*>(w.data) + row * k + k0);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v[e] = e4m3_to_f32(static_cast<std::uint8_t>(((e < 4 ? bytes.x : bytes.y) >> (8 * (e % 4))) & 0xffu)) * s;
+    } else {
+      const float s = weight_scale(w, row * w.scale_ld + k0 / w.block);
+      const std::uint32_t word = *reinterpret_cast<const std::uint32_t*>(static_cast<const std::uint8_t*>(w.data) + (row * k + k0) / 2);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v[e] = e2m1_to_f32((word >> (4 * e)) & 0xfu) * s;
+    }
+    uint4 packed;
+    packed.x = static_cast<std::uint32_t>(f32_to_bf16_bits(v[0])) | (static_cast<std::uint32_t>(f32_to_bf16_bits(v[1])) << 16);
+    packed.y = static_cast<std::uint32_t>(f32_to_bf16_bits(v[2])) | (static_cast<std::uint32_t>(f32_to_bf16_bits(v[3])) << 16);
+    packed.z = static_cast<std::uint32_t>(f32_to_bf16_bits(v[4])) | (static_cast<std::uint32_t>(f32_to_bf16_bits(v[5])) << 16);
+    packed.w = static_cast<std::uint32_t>(f32_to_bf16_bits(v[6])) | (static_cast<std::uint32_t>(f32_to_bf16_bits(v[7])) << 16);
+    *reinterpret_cast<uint4*>(out + row * k + k0) = packed;
+  }
 }
 
 // ---- SIMT GEMM (any K, any format, f32 activations) ---------------------------------------------
@@ -175,7 +195,9 @@ struct MmaConfig {
   static constexpr int kABytes = STAGES * BM * kALd * 2;
   static constexpr int kRawBytes = STAGES * BN * RawTile<F>::kLd;
   static constexpr int kDeqBytes = F == 1 ? 0 : BN * kALd * 2;
-  static constexpr int kSmem = kABytes + kRawBytes + kDeqBytes + BM * 4;
+  // The block's weight scales, preloaded once (ue8m0 bytes or f32) when they fit.
+  static constexpr int kScaleBytes = F == 1 ? 0 : 16384;
+  static constexpr int kSmem = kABytes + kRawBytes + kDeqBytes + kScaleBytes + BM * 4;
   static_assert(kNFrag % 2 == 0 && kMFrag >= 1, "warp tile");
 };
 
@@ -189,7 +211,8 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) mma_gemm_kernel(MmaGemm
   auto* a_s = reinterpret_cast<std::uint16_t*>(smem);
   std::uint8_t* raw_s = smem + Cfg::kABytes;
   auto* deq_s = reinterpret_cast<std::uint16_t*>(smem + Cfg::kABytes + Cfg::kRawBytes);
-  auto* rows_s = reinterpret_cast<std::int32_t*>(smem + Cfg::kABytes + Cfg::kRawBytes + Cfg::kDeqBytes);
+  std::uint8_t* scale_s = smem + Cfg::kABytes + Cfg::kRawBytes + Cfg::kDeqBytes;
+  auto* rows_s = reinterpret_cast<std::int32_t*>(scale_s + Cfg::kScaleBytes);
 
   const int tid = threadIdx.x;
   const int warp = tid / 32, lane = tid % 32;
@@ -220,6 +243,31 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) mma_gemm_kernel(MmaGemm
   const std::int64_t n0 = static_cast<std::int64_t>(blockIdx.x) * BN;
   for (int r = tid; r < BM; r += Cfg::kThreads)
     rows_s[r] = r < mrows ? static_cast<std::int32_t>(args.a_rows ? args.a_rows[row0 + r] : row0 + r) : -1;
+  // Scale preload: removes a dependent global load from every K tile's dequantisation.
+  std::int64_t s_rlo = 0, s_clo = 0, s_nc = 0;
+  bool s_smem = false;
+  if constexpr (F != 1) {
+    if (kt_end > kt_begin && n0 < args.n) {
+      const std::int64_t nlast = min(n0 + BN, args.n) - 1;
+      const std::int64_t klast = min(static_cast<std::int64_t>(kt_end) * kBK, args.k) - 1;
+      s_rlo = F == 2 ? n0 / w.block : n0;
+      const std::int64_t rhi = F == 2 ? nlast / w.block : nlast;
+      s_clo = static_cast<std::int64_t>(kt_begin) * kBK / w.block;
+      s_nc = klast / w.block - s_clo + 1;
+      const std::int64_t count = (rhi - s_rlo + 1) * s_nc;
+      s_smem = count * (w.scale_f32 ? 4 : 1) <= Cfg::kScaleBytes;
+      if (s_smem) {
+        for (std::int64_t i = tid; i < count; i += Cfg::kThreads) {
+          const std::int64_t src = (s_rlo + i / s_nc) * w.scale_ld + s_clo + i % s_nc;
+          if (w.scale_f32) {
+            reinterpret_cast<float*>(scale_s)[i] = static_cast<const float*>(w.scale)[src];
+          } else {
+            scale_s[i] = static_cast<const std::uint8_t*>(w.scale)[src];
+          }
+        }
+      }
+    }
+  }
   __syncthreads();
 
   const std::int64_t w_row_bytes = F == 1 ? args.k * 2 : (F == 2 ? args.k : args.k / 2);
@@ -253,9 +301,14 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) mma_gemm_kernel(MmaGemm
       const std::int64_t kg = static_cast<std::int64_t>(kt) * kBK + c8 * 8;
       float s = 0.0f;
       if (n < args.n && kg < args.k) {
-        const std::int64_t sidx = F == 2 ? (n / w.block) * w.scale_ld + kg / w.block : n * w.scale_ld + kg / w.block;
-        s = w.scale_f32 ? static_cast<const float*>(w.scale)[sidx]
-                        : ue8m0_to_f32(static_cast<const std::uint8_t*>(w.scale)[sidx]);
+        if (s_smem) {
+          const std::int64_t i = ((F == 2 ? n / w.block : n) - s_rlo) * s_nc + kg / w.block - s_clo;
+          s = w.scale_f32 ? reinterpret_cast<const float*>(scale_s)[i] : ue8m0_to_f32(scale_s[i]);
+        } else {
+          const std::int64_t sidx = F == 2 ? (n / w.block) * w.scale_ld + kg / w.block : n * w.scale_ld + kg / w.block;
+          s = w.scale_f32 ? static_cast<const float*>(w.scale)[sidx]
+                          : ue8m0_to_f32(static_cast<const std::uint8_t*>(w.scale)[sidx]);
+        }
       }
       float v[8];
       if constexpr (F == 2) {
@@ -358,6 +411,139 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) mma_gemm_kernel(MmaGemm
     }
 }
 
+// ---- decode GEMV (M <= 4 rows) -----------------------------------------------------------------------
+// Memory-bound path for decode: R weight rows per block, every thread streams one 16-element
+// chunk (bf16: 8) of each row per step with 16-byte (fp4: 8-byte) loads, dequantises in registers
+// and multiplies with up to 4 activation rows; one block reduction per output in a fixed order.
+constexpr int kGemvThreads = 256;
+constexpr int kGemvMaxRows = 4;
+
+template <int F>
+struct GemvChunk {
+  static constexpr int kElems = F == 1 ? 8 : 16;
+  static constexpr int kBytes = F == 3 ? 8 : 16;
+};
+
+template <int F, int R, bool GROUPED>
+__global__ void __launch_bounds__(kGemvThreads, 2) gemv_kernel(MmaGemmArgs args) {
+  using C = GemvChunk<F>;
+  __shared__ float red[kGemvThreads / 32][R * kGemvMaxRows];
+  DevWeight w;
+  void* out;
+  std::int64_t row0 = 0;
+  int mrows;
+  if constexpr (GROUPED) {
+    if (static_cast<int>(blockIdx.y) >= *args.item_count) return;
+    const int4 item = args.items[blockIdx.y];
+    w = args.tables[blockIdx.z][item.x];
+    out = args.out[blockIdx.z];
+    row0 = item.y;
+    mrows = item.z;
+  } else {
+    w = args.w;
+    out = args.out[0];
+    row0 = static_cast<std::int64_t>(blockIdx.y) * kGemvMaxRows;
+    mrows = static_cast<int>(min(static_cast<std::int64_t>(kGemvMaxRows), args.m - row0));
+  }
+  const std::int64_t n0 = static_cast<std::int64_t>(blockIdx.x) * R;
+  const std::int64_t row_bytes = F == 1 ? args.k * 2 : (F == 2 ? args.k : args.k / 2);
+  const auto* wb = static_cast<const std::uint8_t*>(w.data);
+  const std::uint16_t* arow[kGemvMaxRows];
+#pragma unroll
+  for (int mi = 0; mi < kGemvMaxRows; ++mi) {
+    const std::int64_t r = mi < mrows ? (args.a_rows ? args.a_rows[row0 + mi] : row0 + mi) : 0;
+    arow[mi] = args.a + r * args.lda;
+  }
+  float acc[R][kGemvMaxRows] = {};
+  const std::int64_t chunks = args.k / C::kElems;
+  for (std::int64_t c = threadIdx.x; c < chunks; c += kGemvThreads) {
+    const std::int64_t k0 = c * C::kElems;
+    uint4 raw[R];
+    float scale[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const std::int64_t n = n0 + r;
+      raw[r] = make_uint4(0, 0, 0, 0);
+      scale[r] = 0.0f;
+      if (n < args.n) {
+        const std::uint8_t* p = wb + n * row_bytes + c * C::kBytes;
+        if constexpr (F == 3) {
+          const uint2 v = __ldg(reinterpret_cast<const uint2*>(p));
+          raw[r].x = v.x;
+          raw[r].y = v.y;
+        } else {
+          raw[r] = __ldg(reinterpret_cast<const uint4*>(p));
+        }
+        if constexpr (F != 1) {
+          const std::int64_t sidx = F == 2 ? (n / w.block) * w.scale_ld + k0 / w.block : n * w.scale_ld + k0 / w.block;
+          scale[r] = w.scale_f32 ? static_cast<const float*>(w.scale)[sidx]
+                                 : ue8m0_to_f32(static_cast<const std::uint8_t*>(w.scale)[sidx]);
+        }
+      }
+    }
+    std::uint32_t xw[kGemvMaxRows][C::kElems / 2];  // bf16 pairs, widened when used
+#pragma unroll
+    for (int mi = 0; mi < kGemvMaxRows; ++mi) {
+      if (mi >= mrows) break;
+#pragma unroll
+      for (int h = 0; h < C::kElems / 8; ++h) {
+        const uint4 v = *reinterpret_cast<const uint4*>(arow[mi] + k0 + h * 8);
+        xw[mi][h * 4] = v.x;
+        xw[mi][h * 4 + 1] = v.y;
+        xw[mi][h * 4 + 2] = v.z;
+        xw[mi][h * 4 + 3] = v.w;
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      float wv[C::kElems];
+      const std::uint32_t words[4] = {raw[r].x, raw[r].y, raw[r].z, raw[r].w};
+#pragma unroll
+      for (int e = 0; e < C::kElems; ++e) {
+        if constexpr (F == 1) {
+          wv[e] = bf16_bits_to_f32(static_cast<std::uint16_t>((words[e / 2] >> (16 * (e % 2))) & 0xffffu));
+        } else if constexpr (F == 2) {
+          wv[e] = e4m3_to_f32(static_cast<std::uint8_t>((words[e / 4] >> (8 * (e % 4))) & 0xffu)) * scale[r];
+        } else {
+          wv[e] = e2m1_to_f32((words[e / 8] >> (4 * (e % 8))) & 0xfu) * scale[r];
+        }
+      }
+#pragma unroll
+      for (int mi = 0; mi < kGemvMaxRows; ++mi) {
+        if (mi >= mrows) break;
+        float sum = acc[r][mi];
+#pragma unroll
+        for (int e = 0; e < C::kElems; ++e)
+          sum = fmaf(wv[e], __uint_as_float((e % 2) ? (xw[mi][e / 2] & 0xffff0000u) : (xw[mi][e / 2] << 16)), sum);
+        acc[r][mi] = sum;
+      }
+    }
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int mi = 0; mi < kGemvMaxRows; ++mi) {
+      const float v = warp_sum(acc[r][mi]);
+      if (lane == 0) red[warp][r * kGemvMaxRows + mi] = v;
+    }
+  __syncthreads();
+  if (threadIdx.x < R * kGemvMaxRows) {
+    const int r = threadIdx.x / kGemvMaxRows, mi = threadIdx.x % kGemvMaxRows;
+    const std::int64_t n = n0 + r;
+    if (mi < mrows && n < args.n) {
+      float total = 0.0f;
+      for (int wi = 0; wi < kGemvThreads / 32; ++wi) total += red[wi][threadIdx.x];
+      const std::int64_t row = row0 + mi;
+      if (args.out_bf16) {
+        static_cast<std::uint16_t*>(out)[row * args.ldo + n] = f32_to_bf16_bits(total);
+      } else {
+        static_cast<float*>(out)[row * args.ldo + n] = total;
+      }
+    }
+  }
+}
+
 __global__ void splitk_reduce_kernel(const float* partial, int splits, std::int64_t m, std::int64_t n, DevRows out) {
   const std::int64_t total = m * n;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
@@ -439,6 +625,40 @@ void launch_mma_gemm(DevWeightFormat format, MmaTile tile, bool grouped, const M
   }
 }
 
+namespace {
+template <int F, bool GROUPED>
+void launch_gemv_format(const MmaGemmArgs& args, bool wide, dim3 grid, cudaStream_t stream) {
+  if (wide) {
+    gemv_kernel<F, 8, GROUPED><<<grid, kGemvThreads, 0, stream>>>(args);
+  } else {
+    gemv_kernel<F, 4, GROUPED><<<grid, kGemvThreads, 0, stream>>>(args);
+  }
+}
+}  // namespace
+
+int gemv_rows_per_block(std::int64_t n) { return (n + 7) / 8 >= 264 ? 8 : 4; }
+
+void launch_gemv(DevWeightFormat format, bool grouped, const MmaGemmArgs& args, int grid_y, int grid_z,
+                 cudaStream_t stream) {
+  const int rows = gemv_rows_per_block(args.n);
+  const dim3 grid(static_cast<unsigned>((args.n + rows - 1) / rows), static_cast<unsigned>(grid_y),
+                  static_cast<unsigned>(grid_z));
+  const bool wide = rows == 8;
+  switch (format) {
+    case DevWeightFormat::kBF16:
+      grouped ? launch_gemv_format<1, true>(args, wide, grid, stream) : launch_gemv_format<1, false>(args, wide, grid, stream);
+      break;
+    case DevWeightFormat::kFp8Block:
+      grouped ? launch_gemv_format<2, true>(args, wide, grid, stream) : launch_gemv_format<2, false>(args, wide, grid, stream);
+      break;
+    case DevWeightFormat::kFp4:
+      grouped ? launch_gemv_format<3, true>(args, wide, grid, stream) : launch_gemv_format<3, false>(args, wide, grid, stream);
+      break;
+    case DevWeightFormat::kF32:
+      break;
+  }
+}
+
 void launch_simt_gemm(const SimtGemmArgs& args, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((args.n + 63) / 64), static_cast<unsigned>((args.m + 63) / 64));
   simt_gemm_kernel<<<grid, 256, 0, stream>>>(args);
@@ -451,7 +671,8 @@ void launch_splitk_reduce(const float* partial, int splits, std::int64_t m, std:
 
 void launch_dequant_weight(const DevWeight& w, DevWeightFormat format, std::int64_t n, std::int64_t k,
                            std::uint16_t* out, cudaStream_t stream) {
-  dequant_weight_kernel<<<blocks_for(n * k), 256, 0, stream>>>(w, static_cast<int>(format), n, k, out);
+  const dim3 grid(static_cast<unsigned>((k / 8 + 255) / 256), static_cast<unsigned>(n < 65535 ? n : 65535));
+  dequant_weight_kernel<<<grid, 256, 0, stream>>>(w, static_cast<int>(format), n, k, out);
 }
 
 }  // namespace deepinfer::ops::cuda

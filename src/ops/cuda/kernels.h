@@ -78,6 +78,11 @@ void launch_act_prep_bf16(const DevRows& x, int act_block, std::uint16_t* out, s
 void launch_act_prep_f32(const DevRows& x, int act_block, float* out, std::int64_t ld, cudaStream_t stream);
 void launch_mma_gemm(DevWeightFormat format, MmaTile tile, bool grouped, const MmaGemmArgs& args, int grid_x,
                      int grid_y, int grid_z, cudaStream_t stream);
+// Decode GEMV for at most kGemvRows activation rows per block (dense: grid_y = ceil(M / 4); grouped:
+// items of <= 4 rows). Same arguments as the tensor-core kernel; no split-K.
+constexpr int kGemvRows = 4;
+void launch_gemv(DevWeightFormat format, bool grouped, const MmaGemmArgs& args, int grid_y, int grid_z,
+                 cudaStream_t stream);
 void launch_simt_gemm(const SimtGemmArgs& args, cudaStream_t stream);
 void launch_splitk_reduce(const float* partial, int splits, std::int64_t m, std::int64_t n, const DevRows& out,
                           cudaStream_t stream);
