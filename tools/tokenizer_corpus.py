@@ -7,7 +7,6 @@ Needs the PyPI package `faker` (prose in many locales)."""
 import json
 import random
 import sysconfig
-import unicodedata
 from pathlib import Path
 
 LOCALES = ["zh_CN", "zh_TW", "ja_JP", "ko_KR", "ar_AA", "ru_RU", "uk_UA", "el_GR", "he_IL", "hi_IN", "th_TH",
@@ -209,5 +208,25 @@ def build_corpus(seed, added_contents, token_bytes, extra_code_points, scale=1):
     return texts, invalid
 
 
-def is_unicode14_member(cp, category_prefix):
-    return unicodedata.category(chr(cp)).startswith(category_prefix)
+def bench_documents(seed, added_contents, token_bytes):
+    """Documents for throughput runs: mostly prose and source code (what a server tokenizes), with
+    one share of the exotic cases above. Returns a list of str (invalid bytes already replaced)."""
+    from faker import Faker
+    rng = random.Random(seed)
+    docs = []
+    for locale in LOCALES:
+        fake = Faker(locale)
+        fake.seed_instance(rng.randrange(1 << 30))
+        for _ in range(12):
+            docs.append("\n\n".join(fake.paragraphs(nb=rng.randrange(3, 9))))
+    lib = Path(sysconfig.get_paths()["stdlib"])
+    sources = sorted(lib.glob("*.py"))
+    for path in rng.sample(sources, 12):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        start = rng.randrange(max(1, len(text) - 20000))
+        docs.append(text[start:start + 20000])
+    texts, invalid = build_corpus(seed, added_contents, token_bytes, set(), scale=1)
+    docs += rng.sample(texts, len(texts) // 4)
+    docs += [b.decode("utf-8", errors="replace") for b in invalid[:50]]
+    rng.shuffle(docs)
+    return docs

@@ -4,7 +4,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <atomic>
+#include <cstring>
+#include <memory>
 #include <limits>
 #include <queue>
 
@@ -19,29 +22,10 @@ namespace {
 constexpr std::uint32_t kNoRank = std::numeric_limits<std::uint32_t>::max();
 constexpr std::size_t kSmallWord = 48;        // above this many symbols, the heap pays off
 constexpr std::size_t kMaxCachedWord = 256;   // bytes; HF's MAX_LENGTH for its cache
-constexpr std::size_t kMaxCacheEntries = 1 << 18;
+constexpr std::size_t kCacheSlots = 1 << 15;  // 2 MiB of 64-byte slots per thread and model
+constexpr std::size_t kMaxLongWords = 1 << 16;
 
 std::atomic<std::uint64_t> next_cache_key{1};
-
-// Per-thread cache of word -> ids, one per model (keyed by cache_key_); ids live in one arena.
-struct WordCache {
-  std::unordered_map<std::string, std::pair<std::uint32_t, std::uint32_t>, StringHash, std::equal_to<>> entries;
-  std::vector<TokenId> arena;
-  void clear() {
-    entries.clear();
-    arena.clear();
-  }
-};
-
-WordCache& cache_for(std::uint64_t key) {
-  thread_local std::unordered_map<std::uint64_t, WordCache> caches;
-  auto it = caches.find(key);
-  if (it == caches.end()) {
-    if (caches.size() >= 8) caches.clear();  // models come and go; keep the memory bounded
-    it = caches.emplace(key, WordCache{}).first;
-  }
-  return it->second;
-}
 
 std::pair<std::string, std::string> parse_merge(const nlohmann::json& entry, const std::string& where) {
   if (entry.is_string()) {
@@ -62,6 +46,48 @@ void check_null_or(const nlohmann::json& model, const char* key, const std::stri
 }
 
 }  // namespace
+
+WordCache::WordCache() : slots_(kCacheSlots) {}
+
+bool WordCache::find(std::string_view word, std::uint64_t hash, std::vector<TokenId>& out) const {
+  if (word.size() <= kInlineBytes) {
+    const Slot& slot = slots_[hash & (kCacheSlots - 1)];
+    if (slot.id_count == 0 || slot.hash != hash || slot.key_length != word.size() ||
+        std::memcmp(slot.key, word.data(), word.size()) != 0)
+      return false;
+    out.insert(out.end(), slot.ids, slot.ids + slot.id_count);
+    return true;
+  }
+  const auto it = long_words_.find(word);
+  if (it == long_words_.end()) return false;
+  out.insert(out.end(), it->second.begin(), it->second.end());
+  return true;
+}
+
+void WordCache::insert(std::string_view word, std::uint64_t hash, std::span<const TokenId> ids) {
+  if (word.size() <= kInlineBytes && ids.size() <= kInlineIds && !ids.empty()) {
+    Slot& slot = slots_[hash & (kCacheSlots - 1)];  // direct-mapped: the newest word wins
+    slot.hash = hash;
+    slot.key_length = static_cast<std::uint8_t>(word.size());
+    slot.id_count = static_cast<std::uint8_t>(ids.size());
+    std::memcpy(slot.key, word.data(), word.size());
+    std::copy(ids.begin(), ids.end(), slot.ids);
+    return;
+  }
+  if (word.size() >= kMaxCachedWord) return;
+  if (long_words_.size() >= kMaxLongWords) long_words_.clear();
+  long_words_.emplace(std::string(word), std::vector<TokenId>(ids.begin(), ids.end()));
+}
+
+WordCache& BpeModel::thread_cache() const {
+  // Models come and go (tests load many); a thread keeps caches for its last few.
+  thread_local std::vector<std::pair<std::uint64_t, std::unique_ptr<WordCache>>> caches;
+  for (auto& [key, cache] : caches)
+    if (key == cache_key_) return *cache;
+  if (caches.size() >= 4) caches.erase(caches.begin());
+  caches.emplace_back(cache_key_, std::make_unique<WordCache>());
+  return *caches.back().second;
+}
 
 void BpeModel::MergeTable::reserve(std::size_t n) {
   std::size_t capacity = 16;
@@ -160,12 +186,12 @@ BpeModel BpeModel::from_json(const nlohmann::json& model, std::string_view where
 // the byte is dropped.
 void BpeModel::initial_symbols(std::string_view word, std::vector<TokenId>& symbols) const {
   symbols.clear();
-  std::optional<TokenId> pending_unk;
+  TokenId pending_unk = -1;  // an unknown-token run not yet emitted
   for (const char c : word) {
     const TokenId id = byte_id_[static_cast<unsigned char>(c)];
     if (id >= 0) {
-      if (pending_unk) symbols.push_back(*pending_unk);
-      pending_unk.reset();
+      if (pending_unk >= 0) symbols.push_back(pending_unk);
+      pending_unk = -1;
       symbols.push_back(id);
       continue;
     }
@@ -184,11 +210,11 @@ void BpeModel::initial_symbols(std::string_view word, std::vector<TokenId>& symb
       }
     }
     if (unk_id_) {
-      if (pending_unk && !fuse_unk_) symbols.push_back(*pending_unk);
+      if (pending_unk >= 0 && !fuse_unk_) symbols.push_back(pending_unk);
       pending_unk = *unk_id_;
     }
   }
-  if (pending_unk) symbols.push_back(*pending_unk);
+  if (pending_unk >= 0) symbols.push_back(pending_unk);
 }
 
 void BpeModel::merge_small(std::vector<TokenId>& symbols) const {
@@ -277,7 +303,7 @@ void BpeModel::encode_uncached(std::string_view word, std::vector<TokenId>& out)
   out.insert(out.end(), symbols.begin(), symbols.end());
 }
 
-void BpeModel::encode_word(std::string_view word, std::vector<TokenId>& out) const {
+void BpeModel::encode_word(std::string_view word, std::vector<TokenId>& out, WordCache& cache) const {
   if (word.empty()) return;
   if (ignore_merges_) {
     if (const auto it = bytes_to_id_.find(word); it != bytes_to_id_.end()) {
@@ -289,22 +315,11 @@ void BpeModel::encode_word(std::string_view word, std::vector<TokenId>& out) con
     out.push_back(byte_id_[static_cast<unsigned char>(word[0])]);
     return;
   }
-  if (word.size() >= kMaxCachedWord) {
-    encode_uncached(word, out);
-    return;
-  }
-  WordCache& cache = cache_for(cache_key_);
-  if (const auto it = cache.entries.find(word); it != cache.entries.end()) {
-    const auto [offset, count] = it->second;
-    out.insert(out.end(), cache.arena.begin() + offset, cache.arena.begin() + offset + count);
-    return;
-  }
+  const std::uint64_t hash = StringHash{}(word);
+  if (cache.find(word, hash, out)) return;
   const std::size_t first = out.size();
   encode_uncached(word, out);
-  if (cache.entries.size() >= kMaxCacheEntries) cache.clear();
-  const auto offset = static_cast<std::uint32_t>(cache.arena.size());
-  cache.arena.insert(cache.arena.end(), out.begin() + first, out.end());
-  cache.entries.emplace(std::string(word), std::pair{offset, static_cast<std::uint32_t>(out.size() - first)});
+  cache.insert(word, hash, std::span<const TokenId>(out).subspan(first));
 }
 
 }  // namespace deepinfer::tokenizer

@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -22,13 +23,39 @@ struct StringHash {
 };
 using StringIdMap = std::unordered_map<std::string, TokenId, StringHash, std::equal_to<>>;
 
+// A per-thread memo of word -> ids for one model. Short words (nearly all) live in a
+// direct-mapped table of 64-byte slots, so a lookup touches one cache line; longer ones in a map.
+class WordCache {
+ public:
+  static constexpr std::size_t kInlineBytes = 22;
+  static constexpr std::size_t kInlineIds = 8;
+  WordCache();
+  // Appends the cached ids of word to out and returns true, or returns false.
+  bool find(std::string_view word, std::uint64_t hash, std::vector<TokenId>& out) const;
+  void insert(std::string_view word, std::uint64_t hash, std::span<const TokenId> ids);
+
+ private:
+  struct alignas(64) Slot {
+    std::uint64_t hash = 0;
+    std::uint8_t key_length = 0;
+    std::uint8_t id_count = 0;  // 0: empty
+    char key[kInlineBytes];
+    TokenId ids[kInlineIds];
+  };
+  std::vector<Slot> slots_;
+  std::unordered_map<std::string, std::vector<TokenId>, StringHash, std::equal_to<>> long_words_;
+};
+
 class BpeModel {
  public:
   // model: the "model" value of tokenizer.json; where: its location for error messages.
   static BpeModel from_json(const nlohmann::json& model, std::string_view where);
 
-  // Appends the ids of one word given as raw bytes.
-  void encode_word(std::string_view word, std::vector<TokenId>& out) const;
+  // Appends the ids of one word given as raw bytes, memoized in `cache`.
+  void encode_word(std::string_view word, std::vector<TokenId>& out, WordCache& cache) const;
+  void encode_word(std::string_view word, std::vector<TokenId>& out) const { encode_word(word, out, thread_cache()); }
+  // This thread's cache for this model (fetch once per text, not per word).
+  WordCache& thread_cache() const;
 
   // The model's vocabulary as token strings (byte-level spelling), by id; "" where an id is unused.
   const std::vector<std::string>& id_to_token() const { return id_to_token_; }

@@ -58,8 +58,9 @@ void Tokenizer::encode_into(std::string_view text, bool add_special_tokens, std:
   segments.clear();
   impl_->added.split(text, segments);
   const BpeModel& model = impl_->model;
+  WordCache& cache = model.thread_cache();
   const std::function<void(std::string_view)> encode_word = [&](std::string_view word) {
-    model.encode_word(word, out);
+    model.encode_word(word, out, cache);
   };
   for (const Segment& segment : segments) {
     if (segment.token) out.push_back(*segment.token);
