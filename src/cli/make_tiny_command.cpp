@@ -10,6 +10,7 @@
 #include "cli/command.h"
 #include "common/error.h"
 #include "io/file_util.h"
+#include "io/json_util.h"
 #include "io/tiny_checkpoint.h"
 
 namespace deepinfer::cli {
@@ -29,20 +30,15 @@ struct MakeTinyArgs {
 
 // Token count of a tokenizer.json: one past the largest id in model.vocab and added_tokens.
 std::int64_t tokenizer_tokens(const fs::path& path) {
-  nlohmann::json tok;
-  try {
-    tok = nlohmann::json::parse(io::read_text_file(path, 256u << 20));
-  } catch (const nlohmann::json::exception& e) {
-    throw_error("{}: not valid JSON: {}", path.string(), e.what());
-  }
+  const nlohmann::json tok = io::parse_json(io::read_text_file(path, 256u << 20), path.string());
   std::int64_t max_id = -1;
   const auto visit = [&](const nlohmann::json& id) {
     if (!id.is_number_integer()) throw_error("{}: token id {} is not an integer", path.string(), id.dump());
     max_id = std::max(max_id, id.get<std::int64_t>());
   };
-  if (!tok.is_object() || !tok.contains("model") || !tok["model"].is_object() || !tok["model"].contains("vocab"))
+  if (!tok.is_object() || !tok.contains("model") || !tok.at("model").is_object() || !tok.at("model").contains("vocab"))
     throw_error("{}: no model.vocab (expected a Hugging Face tokenizer.json)", path.string());
-  const auto& vocab = tok["model"]["vocab"];
+  const auto& vocab = tok.at("model").at("vocab");
   if (vocab.is_object()) {
     for (const auto& [token, id] : vocab.items()) visit(id);
   } else if (vocab.is_array()) {  // Unigram vocabularies: [[piece, score], ...] indexed by position
@@ -50,9 +46,9 @@ std::int64_t tokenizer_tokens(const fs::path& path) {
   } else {
     throw_error("{}: model.vocab must be an object or a list", path.string());
   }
-  if (tok.contains("added_tokens") && tok["added_tokens"].is_array())
-    for (const auto& added : tok["added_tokens"])
-      if (added.is_object() && added.contains("id")) visit(added["id"]);
+  if (tok.contains("added_tokens") && tok.at("added_tokens").is_array())
+    for (const auto& added : tok.at("added_tokens"))
+      if (added.is_object() && added.contains("id")) visit(added.at("id"));
   if (max_id < 0) throw_error("{}: the tokenizer has no tokens", path.string());
   return max_id + 1;
 }

@@ -10,6 +10,7 @@
 
 #include "io/config_fields.h"
 #include "io/file_util.h"
+#include "io/json_util.h"
 #include "io/model_config_internal.h"
 
 namespace deepinfer::io {
@@ -21,7 +22,6 @@ using detail::ConfigFields;
 constexpr std::int64_t kMaxDim = 1 << 24;        // generous bound on any width or count
 constexpr std::int64_t kMaxVocab = 1 << 26;
 constexpr std::int64_t kMaxPosition = std::int64_t{1} << 40;
-constexpr std::int64_t kMaxRows = std::int64_t{1} << 40;
 
 bool is_v41_type(std::string_view type) { return type == "deepseek_v41" || type == "deepseek_v41_text"; }
 
@@ -47,8 +47,8 @@ ModelArch detect_arch(const ConfigFields& top, const json& text) {
     if (!arch) top.fail("model_type '{}' is not supported (deepinfer runs deepseek_v4 and deepseek_v41)", *type);
     because = "model_type '" + *type + "'";
   }
-  if (&text != &top.object() && text.contains("model_type") && text["model_type"].is_string()) {
-    const auto type = text["model_type"].get<std::string>();
+  if (&text != &top.object() && text.contains("model_type") && text.at("model_type").is_string()) {
+    const auto type = text.at("model_type").get<std::string>();
     const auto text_arch = arch_of_model_type(type);
     if (!text_arch) top.fail("text_config.model_type '{}' is not supported", type);
     if (arch && *arch != *text_arch) top.fail("text_config.model_type '{}' contradicts {}", type, because);
@@ -324,17 +324,12 @@ void parse_quantization(ModelConfig& c, const ConfigFields& top, const ConfigFie
 
 ModelConfig parse_model_config(std::string_view json_text, std::string_view source) {
   const std::string label(source);
-  json root;
-  try {
-    root = json::parse(json_text.begin(), json_text.end());
-  } catch (const json::exception& e) {
-    throw_error("{}: not valid JSON: {}", label, e.what());
-  }
+  const json root = parse_json(json_text, label);
   if (!root.is_object()) throw_error("{}: expected a JSON object, got {}", label, root.type_name());
   const ConfigFields top(root, label);
   const bool nested = root.contains("text_config");
-  if (nested && !root["text_config"].is_object()) top.fail("'text_config' must be an object");
-  const json& text = nested ? root["text_config"] : root;
+  if (nested && !root.at("text_config").is_object()) top.fail("'text_config' must be an object");
+  const json& text = nested ? root.at("text_config") : root;
 
   ModelConfig c;
   c.arch = detect_arch(top, text);

@@ -51,6 +51,7 @@ json text_fields(const ModelConfig& c) {
             {"norm_topk_prob", c.norm_topk_prob},
             {"routed_scaling_factor", c.routed_scaling_factor},
             {"swiglu_limit", c.swiglu_limit},
+            {"gate_temp", c.gate_temp},
             {"hc_mult", c.hc_mult},
             {"hc_sinkhorn_iters", c.hc_sinkhorn_iters},
             {"hc_eps", c.hc_eps},
@@ -150,7 +151,6 @@ std::string model_config_to_json(const ModelConfig& c) {
       text["candidate_topk_blocks"] = c.candidate_topk_blocks;
       text["candidate_block_size"] = c.candidate_block_size;
     }
-    text["gate_temp"] = c.gate_temp;
     text["num_nextn_predict_layers"] = c.draft.num_stages;
     if (c.draft.kind == DraftKind::kDSpark) {
       text["dspark_n_routed_experts"] = c.draft.n_routed_experts;

@@ -10,7 +10,7 @@ namespace deepinfer::io::detail {
 namespace {
 
 constexpr std::int64_t kMaxDim = 1 << 24;
-constexpr std::int64_t kMaxEngramTables = 4096;  // the release has 48
+constexpr std::int64_t kMaxEngramTables = 1024;  // the release has 48
 
 std::uint64_t mul_mod(std::uint64_t a, std::uint64_t b, std::uint64_t m) {
   __extension__ using U128 = unsigned __int128;  // GCC and Clang; -Wpedantic needs the marker

@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "common/logging.h"
 #include "io/file_util.h"
+#include "io/json_util.h"
 #include "io/mapped_file.h"
 
 namespace deepinfer::io {
@@ -37,6 +38,7 @@ json parse_header_json(std::string_view text, std::string_view label) {
   std::string duplicate;
   std::unordered_set<std::string> seen;
   const json::parser_callback_t on_event = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (depth > kMaxJsonDepth) throw_error("{}: header JSON nested deeper than {} levels", label, kMaxJsonDepth);
     if (event == json::parse_event_t::key && depth == 1) {
       const auto& key = parsed.get_ref<const std::string&>();
       if (!seen.insert(key).second && duplicate.empty()) duplicate = key;
@@ -261,16 +263,11 @@ ShardedSafetensors ShardedSafetensors::open(const std::filesystem::path& directo
   const auto index_path = directory / "model.safetensors.index.json";
   if (std::filesystem::exists(index_path, ec)) {
     const std::string label = index_path.string();
-    json index;
-    try {
-      index = json::parse(read_text_file(index_path));
-    } catch (const json::exception& e) {
-      throw_error("{}: not valid JSON: {}", label, e.what());
-    }
-    if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
+    const json index = parse_json(read_text_file(index_path), label);
+    if (!index.is_object() || !index.contains("weight_map") || !index.at("weight_map").is_object())
       throw_error("{}: expected an object with a \"weight_map\" object", label);
     std::map<std::string, std::vector<std::string>> by_shard;
-    for (const auto& [name, shard] : index["weight_map"].items()) {
+    for (const auto& [name, shard] : index.at("weight_map").items()) {
       if (!shard.is_string()) throw_error("{}: weight_map entry of '{}' must be a file name, got {}", label, name, shard.dump());
       const auto file = shard.get<std::string>();
       if (file.empty() || file.find('/') != std::string::npos || file == "." || file == "..")

@@ -3,6 +3,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
+#include "common/error.h"
 #include "io/weight_quant.h"
 
 namespace deepinfer::model {
@@ -11,11 +14,20 @@ namespace {
 using io::ModelArch;
 using io::ModelConfig;
 
+// Bounds that keep every size computation in range for any config the parser accepts; the
+// released models are far below both (largest tensor ~1e11 elements, ~48k tensors).
+constexpr std::int64_t kMaxTensorElements = std::int64_t{1} << 40;
+constexpr std::int64_t kMaxManifestTensors = 2'000'000;
+
 class ManifestBuilder {
  public:
   explicit ManifestBuilder(const ModelConfig& config) : c_(config) {}
 
   void plain(std::string name, Shape shape, DType dtype, Component component, int layer, bool optional = false) {
+    std::int64_t elements = 1;
+    for (const std::int64_t d : shape.dims())
+      if (d < 0 || __builtin_mul_overflow(elements, d, &elements) || elements > kMaxTensorElements)
+        throw_error("config describes tensor '{}' of shape {}, larger than deepinfer supports", name, shape);
     ManifestEntry e;
     e.name = std::move(name);
     e.shape = shape;
@@ -283,6 +295,11 @@ std::int64_t ManifestEntry::released_bytes() const {
 }
 
 std::vector<ManifestEntry> build_weight_manifest(const ModelConfig& config) {
+  const std::int64_t blocks = config.num_layers + config.draft.num_stages;
+  const std::int64_t per_block = 3 * std::int64_t{std::max(config.n_routed_experts, config.draft.n_routed_experts)} + 80;
+  if (blocks * per_block > kMaxManifestTensors)
+    throw_error("config describes about {} tensors ({} blocks x {} experts), more than the {} deepinfer supports",
+                blocks * per_block, blocks, config.n_routed_experts, kMaxManifestTensors);
   ManifestBuilder builder(config);
   builder.global_head();
   for (const auto& spec : config.layers) builder.block(fmt::format("layers.{}.", spec.index), spec, config.n_routed_experts, false, false);

@@ -215,6 +215,29 @@ TEST(ModelConfig, MissingOrContradictoryFieldsNameTheField) {
   expect_error(error_of(v41, [](json& j) { j["text_config"].erase("kv_source_layer_ids"); }), "kv_source_layer_ids");
   expect_error(error_of(v41, [](json& j) { j["text_config"]["compress_ratios"][5] = 4; }), "compress_ratios[5]");
   expect_error(error_of(v41, [](json& j) { j["text_config"]["model_type"] = "deepseek_v4"; }), "contradicts");
+  expect_error(error_of(v41, [](json& j) { j["text_config"]["engram_num_embeddings"][1] = 384016681; }),
+               "'text_config.engram_num_embeddings[1]' = 384016681, but the Engram bucket primes above engram_vocab_size "
+               "16000000 give layer 14 384016682 rows");
+}
+
+TEST(ModelConfig, EngramBucketPrimesAreConsecutivePrimesAboveTheStart) {
+  EngramConfig e;
+  e.layer_ids = {1, 4};
+  e.max_ngram_size = 3;
+  e.n_heads = 2;
+  e.vocab_size = 10;
+  const auto primes = engram_bucket_primes(e);
+  EXPECT_EQ(primes, (std::vector<std::vector<std::int64_t>>{{11, 13, 17, 19}, {23, 29, 31, 37}}));
+}
+
+TEST(ModelConfig, DeeplyNestedJsonIsRejected) {
+  const std::string deep = "{\"hidden_size\": " + std::string(100000, '[') + std::string(100000, ']') + "}";
+  try {
+    parse_model_config(deep, "config.json");
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("nested deeper than 64 levels"), std::string::npos) << e.what();
+  }
 }
 
 TEST(ModelConfig, NothingFallsBackToToyDefaults) {

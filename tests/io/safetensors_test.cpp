@@ -141,6 +141,8 @@ TEST(Safetensors, CorruptHeadersAreRejectedWithTheFileAndTensorNamed) {
       {"metadata not strings", with_header(R"({"__metadata__":{"a":1}})", 0), "__metadata__ value of 'a' must be a string"},
       {"entry not an object", with_header(R"({"t":[1,2]})", 0), "tensor 't': expected an object"},
       {"odd fp4 row", with_header(R"({"t":{"dtype":"F4","shape":[3],"data_offsets":[0,1]}})", 1), "do not fill whole bytes"},
+      {"deep nesting", with_header("{\"t\":" + std::string(5000, '[') + std::string(5000, ']') + "}", 0),
+       "nested deeper than 64 levels"},
   };
   for (const auto& c : cases) {
     const std::string message = parse_error(c.file);
