@@ -412,22 +412,46 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) mma_gemm_kernel(MmaGemm
 }
 
 // ---- decode GEMV (M <= 4 rows) -----------------------------------------------------------------------
-// Memory-bound path for decode: R weight rows per block, every thread streams one 16-element
-// chunk (bf16: 8) of each row per step with 16-byte (fp4: 8-byte) loads, dequantises in registers
-// and multiplies with up to 4 activation rows; one block reduction per output in a fixed order.
+// Memory-bound path for decode: each warp owns 2 weight rows (or a 1/split share of their K when N
+// is small, so the GPU still has ~4K warps streaming), loads 16-byte chunks with no shared-memory
+// staging or block barrier in the loop, dequantises in registers (fp8 by the hardware converter)
+// and multiplies with up to 4 activation rows. Per output: lane sums, warp tree, splits in order.
 constexpr int kGemvThreads = 256;
+constexpr int kGemvWarps = kGemvThreads / 32;
 constexpr int kGemvMaxRows = 4;
+constexpr int kGemvRowsPerWarp = 2;
 
 template <int F>
 struct GemvChunk {
-  static constexpr int kElems = F == 1 ? 8 : 16;
-  static constexpr int kBytes = F == 3 ? 8 : 16;
+  static constexpr int kElems = F == 1 ? 8 : (F == 2 ? 16 : 32);  // 16 bytes of weight
 };
 
-template <int F, int R, bool GROUPED>
-__global__ void __launch_bounds__(kGemvThreads, 2) gemv_kernel(MmaGemmArgs args) {
+template <int F>
+__device__ __forceinline__ void gemv_decode(const uint4& raw, float s, float (&wv)[GemvChunk<F>::kElems]) {
+  const std::uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+  if constexpr (F == 1) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) wv[e] = __uint_as_float((e % 2) ? (words[e / 2] & 0xffff0000u) : (words[e / 2] << 16));
+  } else if constexpr (F == 2) {
+#pragma unroll
+    for (int h = 0; h < 8; ++h) {
+      const auto pair = static_cast<__nv_fp8x2_storage_t>((words[h / 2] >> (16 * (h % 2))) & 0xffffu);
+      const __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3);
+      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&hr));
+      wv[2 * h] = f.x * s;
+      wv[2 * h + 1] = f.y * s;
+    }
+  } else {
+#pragma unroll
+    for (int e = 0; e < 32; ++e) wv[e] = e2m1_to_f32((words[e / 8] >> (4 * (e % 8))) & 0xfu) * s;
+  }
+}
+
+template <int F, bool GROUPED>
+__global__ void __launch_bounds__(kGemvThreads) gemv_kernel(MmaGemmArgs args) {
   using C = GemvChunk<F>;
-  __shared__ float red[kGemvThreads / 32][R * kGemvMaxRows];
+  constexpr int RPW = kGemvRowsPerWarp;
+  __shared__ float red[kGemvWarps][RPW * kGemvMaxRows];
   DevWeight w;
   void* out;
   std::int64_t row0 = 0;
@@ -445,7 +469,10 @@ __global__ void __launch_bounds__(kGemvThreads, 2) gemv_kernel(MmaGemmArgs args)
     row0 = static_cast<std::int64_t>(blockIdx.y) * kGemvMaxRows;
     mrows = static_cast<int>(min(static_cast<std::int64_t>(kGemvMaxRows), args.m - row0));
   }
-  const std::int64_t n0 = static_cast<std::int64_t>(blockIdx.x) * R;
+  const int split = args.gemv_split;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int group = warp / split, sub = warp % split;
+  const std::int64_t n0 = (static_cast<std::int64_t>(blockIdx.x) * (kGemvWarps / split) + group) * RPW;
   const std::int64_t row_bytes = F == 1 ? args.k * 2 : (F == 2 ? args.k : args.k / 2);
   const auto* wb = static_cast<const std::uint8_t*>(w.data);
   const std::uint16_t* arow[kGemvMaxRows];
@@ -454,26 +481,19 @@ __global__ void __launch_bounds__(kGemvThreads, 2) gemv_kernel(MmaGemmArgs args)
     const std::int64_t r = mi < mrows ? (args.a_rows ? args.a_rows[row0 + mi] : row0 + mi) : 0;
     arow[mi] = args.a + r * args.lda;
   }
-  float acc[R][kGemvMaxRows] = {};
+  float acc[RPW][kGemvMaxRows] = {};
   const std::int64_t chunks = args.k / C::kElems;
-  for (std::int64_t c = threadIdx.x; c < chunks; c += kGemvThreads) {
+  for (std::int64_t c = static_cast<std::int64_t>(sub) * 32 + lane; c < chunks; c += static_cast<std::int64_t>(split) * 32) {
     const std::int64_t k0 = c * C::kElems;
-    uint4 raw[R];
-    float scale[R];
+    uint4 raw[RPW];
+    float scale[RPW];
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
+    for (int r = 0; r < RPW; ++r) {
       const std::int64_t n = n0 + r;
       raw[r] = make_uint4(0, 0, 0, 0);
       scale[r] = 0.0f;
       if (n < args.n) {
-        const std::uint8_t* p = wb + n * row_bytes + c * C::kBytes;
-        if constexpr (F == 3) {
-          const uint2 v = __ldg(reinterpret_cast<const uint2*>(p));
-          raw[r].x = v.x;
-          raw[r].y = v.y;
-        } else {
-          raw[r] = __ldg(reinterpret_cast<const uint4*>(p));
-        }
+        raw[r] = __ldg(reinterpret_cast<const uint4*>(wb + n * row_bytes + c * 16));
         if constexpr (F != 1) {
           const std::int64_t sidx = F == 2 ? (n / w.block) * w.scale_ld + k0 / w.block : n * w.scale_ld + k0 / w.block;
           scale[r] = w.scale_f32 ? static_cast<const float*>(w.scale)[sidx]
@@ -481,59 +501,44 @@ __global__ void __launch_bounds__(kGemvThreads, 2) gemv_kernel(MmaGemmArgs args)
         }
       }
     }
-    std::uint32_t xw[kGemvMaxRows][C::kElems / 2];  // bf16 pairs, widened when used
 #pragma unroll
     for (int mi = 0; mi < kGemvMaxRows; ++mi) {
       if (mi >= mrows) break;
+      std::uint32_t xw[C::kElems / 2];  // bf16 pairs, widened when used
 #pragma unroll
       for (int h = 0; h < C::kElems / 8; ++h) {
         const uint4 v = *reinterpret_cast<const uint4*>(arow[mi] + k0 + h * 8);
-        xw[mi][h * 4] = v.x;
-        xw[mi][h * 4 + 1] = v.y;
-        xw[mi][h * 4 + 2] = v.z;
-        xw[mi][h * 4 + 3] = v.w;
-      }
-    }
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      float wv[C::kElems];
-      const std::uint32_t words[4] = {raw[r].x, raw[r].y, raw[r].z, raw[r].w};
-#pragma unroll
-      for (int e = 0; e < C::kElems; ++e) {
-        if constexpr (F == 1) {
-          wv[e] = bf16_bits_to_f32(static_cast<std::uint16_t>((words[e / 2] >> (16 * (e % 2))) & 0xffffu));
-        } else if constexpr (F == 2) {
-          wv[e] = e4m3_to_f32(static_cast<std::uint8_t>((words[e / 4] >> (8 * (e % 4))) & 0xffu)) * scale[r];
-        } else {
-          wv[e] = e2m1_to_f32((words[e / 8] >> (4 * (e % 8))) & 0xfu) * scale[r];
-        }
+        xw[h * 4] = v.x;
+        xw[h * 4 + 1] = v.y;
+        xw[h * 4 + 2] = v.z;
+        xw[h * 4 + 3] = v.w;
       }
 #pragma unroll
-      for (int mi = 0; mi < kGemvMaxRows; ++mi) {
-        if (mi >= mrows) break;
+      for (int r = 0; r < RPW; ++r) {
+        float wv[C::kElems];
+        gemv_decode<F>(raw[r], scale[r], wv);
         float sum = acc[r][mi];
 #pragma unroll
         for (int e = 0; e < C::kElems; ++e)
-          sum = fmaf(wv[e], __uint_as_float((e % 2) ? (xw[mi][e / 2] & 0xffff0000u) : (xw[mi][e / 2] << 16)), sum);
+          sum = fmaf(wv[e], __uint_as_float((e % 2) ? (xw[e / 2] & 0xffff0000u) : (xw[e / 2] << 16)), sum);
         acc[r][mi] = sum;
       }
     }
   }
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 #pragma unroll
-  for (int r = 0; r < R; ++r)
+  for (int r = 0; r < RPW; ++r)
 #pragma unroll
     for (int mi = 0; mi < kGemvMaxRows; ++mi) {
       const float v = warp_sum(acc[r][mi]);
       if (lane == 0) red[warp][r * kGemvMaxRows + mi] = v;
     }
   __syncthreads();
-  if (threadIdx.x < R * kGemvMaxRows) {
-    const int r = threadIdx.x / kGemvMaxRows, mi = threadIdx.x % kGemvMaxRows;
+  if (sub == 0 && lane < RPW * kGemvMaxRows) {
+    const int r = lane / kGemvMaxRows, mi = lane % kGemvMaxRows;
     const std::int64_t n = n0 + r;
     if (mi < mrows && n < args.n) {
       float total = 0.0f;
-      for (int wi = 0; wi < kGemvThreads / 32; ++wi) total += red[wi][threadIdx.x];
+      for (int s2 = 0; s2 < split; ++s2) total += red[warp + s2][lane];
       const std::int64_t row = row0 + mi;
       if (args.out_bf16) {
         static_cast<std::uint16_t*>(out)[row * args.ldo + n] = f32_to_bf16_bits(total);
@@ -625,34 +630,25 @@ void launch_mma_gemm(DevWeightFormat format, MmaTile tile, bool grouped, const M
   }
 }
 
-namespace {
-template <int F, bool GROUPED>
-void launch_gemv_format(const MmaGemmArgs& args, bool wide, dim3 grid, cudaStream_t stream) {
-  if (wide) {
-    gemv_kernel<F, 8, GROUPED><<<grid, kGemvThreads, 0, stream>>>(args);
-  } else {
-    gemv_kernel<F, 4, GROUPED><<<grid, kGemvThreads, 0, stream>>>(args);
-  }
-}
-}  // namespace
-
-int gemv_rows_per_block(std::int64_t n) { return (n + 7) / 8 >= 264 ? 8 : 4; }
-
 void launch_gemv(DevWeightFormat format, bool grouped, const MmaGemmArgs& args, int grid_y, int grid_z,
                  cudaStream_t stream) {
-  const int rows = gemv_rows_per_block(args.n);
-  const dim3 grid(static_cast<unsigned>((args.n + rows - 1) / rows), static_cast<unsigned>(grid_y),
+  // Warps per row pair: enough that ~4K warps stream the weight even when N is small.
+  MmaGemmArgs a = args;
+  const std::int64_t pairs = (args.n + kGemvRowsPerWarp - 1) / kGemvRowsPerWarp;
+  a.gemv_split = 1;
+  while (a.gemv_split < kGemvWarps && pairs * a.gemv_split < 4096) a.gemv_split *= 2;
+  const std::int64_t per_block = static_cast<std::int64_t>(kGemvWarps / a.gemv_split) * kGemvRowsPerWarp;
+  const dim3 grid(static_cast<unsigned>((args.n + per_block - 1) / per_block), static_cast<unsigned>(grid_y),
                   static_cast<unsigned>(grid_z));
-  const bool wide = rows == 8;
   switch (format) {
     case DevWeightFormat::kBF16:
-      grouped ? launch_gemv_format<1, true>(args, wide, grid, stream) : launch_gemv_format<1, false>(args, wide, grid, stream);
+      grouped ? gemv_kernel<1, true><<<grid, kGemvThreads, 0, stream>>>(a) : gemv_kernel<1, false><<<grid, kGemvThreads, 0, stream>>>(a);
       break;
     case DevWeightFormat::kFp8Block:
-      grouped ? launch_gemv_format<2, true>(args, wide, grid, stream) : launch_gemv_format<2, false>(args, wide, grid, stream);
+      grouped ? gemv_kernel<2, true><<<grid, kGemvThreads, 0, stream>>>(a) : gemv_kernel<2, false><<<grid, kGemvThreads, 0, stream>>>(a);
       break;
     case DevWeightFormat::kFp4:
-      grouped ? launch_gemv_format<3, true>(args, wide, grid, stream) : launch_gemv_format<3, false>(args, wide, grid, stream);
+      grouped ? gemv_kernel<3, true><<<grid, kGemvThreads, 0, stream>>>(a) : gemv_kernel<3, false><<<grid, kGemvThreads, 0, stream>>>(a);
       break;
     case DevWeightFormat::kF32:
       break;

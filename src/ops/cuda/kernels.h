@@ -61,6 +61,7 @@ struct MmaGemmArgs {
   float* partial = nullptr;  // dense split-K: [splits][m][n]
   const int4* items = nullptr;      // grouped: {expert, row_begin, rows, 0}
   const int* item_count = nullptr;
+  int gemv_split = 1;  // decode GEMV: warps sharing one row pair's K (set by launch_gemv)
 };
 
 struct SimtGemmArgs {
