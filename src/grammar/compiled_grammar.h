@@ -26,6 +26,7 @@ struct CompiledGrammar {
 // Lowers grammar to an automaton and classifies the vocabulary for each state. pool (optional)
 // parallelizes the classification. Throws deepinfer::Error for unusable grammars.
 std::shared_ptr<const CompiledGrammar> compile_grammar(Grammar grammar, std::shared_ptr<const Vocabulary> vocab,
-                                                       ThreadPool* pool = nullptr);
+                                                       ThreadPool* pool = nullptr,
+                                                       const AutomatonLimits& limits = {});
 
 }  // namespace deepinfer::grammar

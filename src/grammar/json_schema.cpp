@@ -33,14 +33,14 @@ class SchemaConverter {
   Grammar convert() {
     RuleId r = g_.add_rule("root");
     g_.set_root(r);
-    g_.set_body(r, g_.seq({ws(), value(root_, "#"), ws()}));
+    g_.set_body(r, value(root_, "#"));  // like xgrammar: no whitespace around the document
     return std::move(g_);
   }
 
   Grammar convert_json_object() {
     RuleId r = g_.add_rule("root");
     g_.set_root(r);
-    g_.set_body(r, g_.seq({ws(), any_object(), ws()}));
+    g_.set_body(r, any_object());
     return std::move(g_);
   }
 
@@ -132,6 +132,12 @@ class SchemaConverter {
   }
 
   ExprId value(const json& s, const std::string& path) {
+    struct DepthGuard {
+      int& depth;
+      explicit DepthGuard(int& d) : depth(d) { ++depth; }
+      ~DepthGuard() { --depth; }
+    } guard(depth_);
+    DI_CHECK(depth_ <= kMaxDepth, "json schema: nested deeper than {} levels at {}", kMaxDepth, path);
     if (s.is_boolean()) {
       if (s.get<bool>()) return any_value();
       throw_error("json schema: the schema at {} is false and matches nothing", path);
@@ -213,6 +219,8 @@ class SchemaConverter {
   const json& root_;
   JsonSchemaOptions options_;
   Grammar g_;
+  static constexpr int kMaxDepth = 128;
+  int depth_ = 0;
   RuleId any_value_rule_ = -1;
   RuleId any_object_rule_ = -1;
   std::map<std::string, RuleId> ref_rules_;
