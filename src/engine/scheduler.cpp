@@ -239,12 +239,12 @@ Sequence* Scheduler::pick_victim(const Sequence& except) {
   return nullptr;
 }
 
-bool Scheduler::strip_waiting_pages() {
+bool Scheduler::strip_waiting_pages(const Sequence* except) {
   // Forked n > 1 siblings hold prompt pages while they wait; when nothing running is left to
   // preempt, they give them back and recompute later (newest first).
   for (auto it = waiting_.rbegin(); it != waiting_.rend(); ++it) {
     Sequence& w = **it;
-    if (w.pages.empty()) continue;
+    if (w.pages.empty() || &w == except) continue;
     undo_match(w);
     w.num_cached_tokens = 0;
     return true;
@@ -294,7 +294,10 @@ bool Scheduler::try_admit(Sequence& seq, std::int32_t budget, std::vector<Plan>&
   const Plan p = plan(seq, budget);
   const std::int32_t need =
       layout_.pages_for_tokens(seq.num_computed + p.known) - static_cast<std::int32_t>(seq.pages.size());
-  if (p.known == 0 || pages_.num_available() < need + watermark_pages_) {
+  // The watermark keeps room for running sequences to grow; with none running it would only
+  // block a large first chunk for ever.
+  const std::int32_t reserve = running_.empty() ? 0 : watermark_pages_;
+  if (p.known == 0 || pages_.num_available() < need + reserve) {
     if (matched) undo_match(seq);
     return false;
   }
@@ -351,9 +354,14 @@ ScheduledBatch Scheduler::schedule() {
   if (preempted.empty()) {
     while (!waiting_.empty() && budget > 0) {
       Sequence& seq = *waiting_.front();
-      if (!try_admit(seq, budget, plans)) break;
-      waiting_.pop_front();
-      budget -= plans.back().known + plans.back().drafts;
+      if (try_admit(seq, budget, plans)) {
+        waiting_.pop_front();
+        budget -= plans.back().known + plans.back().drafts;
+        continue;
+      }
+      // Nothing runs and the head does not fit: pages held by queued forked siblings are all
+      // that is left to reclaim, or the head would wait for ever.
+      if (!running_.empty() || !strip_waiting_pages(&seq)) break;
     }
   }
   ++stats_.steps;

@@ -123,7 +123,7 @@ class Scheduler {
   bool wants_snapshot(const Sequence& seq, std::int32_t end, bool has_drafts) const;
   bool grow_pages(Sequence& seq, std::int32_t end);
   Sequence* pick_victim(const Sequence& except);
-  bool strip_waiting_pages();
+  bool strip_waiting_pages(const Sequence* except = nullptr);
   bool try_admit(Sequence& seq, std::int32_t budget, std::vector<Plan>& plans);
   void match_prefix(Sequence& seq);
   void undo_match(Sequence& seq);
