@@ -112,15 +112,24 @@ void Engine::add_request(const std::string& request_id, std::vector<std::int32_t
     c.history.reset(prompt);
     if (detokenizer_) c.detok = detokenizer_->open(prompt, params.skip_special_tokens);
     c.stops = StopStringMatcher(params.stop, params.include_stop_str_in_output);
-    SequenceInit init;
-    init.tokens = prompt;
-    init.max_len = max_len;
-    init.cache_key = cache_salt;
-    init.arrival = req->order;
-    if (i > 0) init.fork_from = req->completions[0].seq;
-    c.seq = scheduler_->add(std::move(init));
-    seq_refs_[c.seq] = {req.get(), i};
   }
+  // Queue the sequences last, and all or none, so a failure leaves the engine unchanged.
+  std::int32_t queued = 0;
+  try {
+    for (; queued < params.n; ++queued) {
+      SequenceInit init;
+      init.tokens = prompt;
+      init.max_len = max_len;
+      init.cache_key = cache_salt;
+      init.arrival = req->order;
+      if (queued > 0) init.fork_from = req->completions[0].seq;
+      req->completions[static_cast<std::size_t>(queued)].seq = scheduler_->add(std::move(init));
+    }
+  } catch (...) {
+    for (std::int32_t i = 0; i < queued; ++i) scheduler_->abort(req->completions[static_cast<std::size_t>(i)].seq);
+    throw;
+  }
+  for (std::int32_t i = 0; i < params.n; ++i) seq_refs_[req->completions[static_cast<std::size_t>(i)].seq] = {req.get(), i};
   req->unfinished = params.n;
   req->params = std::move(params);
   requests_.emplace(request_id, std::move(req));
