@@ -157,37 +157,44 @@ TEST(Engine, MultiTurnContinuationResumesFromADecodeSnapshot) {
 }
 
 TEST(Engine, PreemptionByRecomputeGivesIdenticalOutputs) {
-  EngineConfig config = small_config(/*num_pages=*/34, /*page_size=*/8);
-  config.scheduler.max_model_len = 200;
-  config.cache.admission_watermark = 0.0;
-  std::vector<Case> cases = mixed_cases(64);
-  for (Case& c : cases) c.params.max_tokens = 60;  // long outputs: the cache cannot hold them all
-  auto engine = make_engine(config);
-  for (const Case& c : cases) engine->add_request(c.id, c.prompt, c.params);
-  const auto got = run_to_completion(*engine);
-  EXPECT_GT(engine->scheduler().stats().preemptions, 0);
-  expect_matches_reference(got, cases, config);
+  for (bool caching : {true, false}) {
+    EngineConfig config = small_config(/*num_pages=*/34, /*page_size=*/8);
+    config.scheduler.max_model_len = 200;
+    config.cache.admission_watermark = 0.0;
+    config.cache.enable_prefix_caching = caching;
+    std::vector<Case> cases = mixed_cases(64);
+    for (Case& c : cases) c.params.max_tokens = 60;  // long outputs: the cache cannot hold them all
+    auto engine = make_engine(config);
+    for (const Case& c : cases) engine->add_request(c.id, c.prompt, c.params);
+    const auto got = run_to_completion(*engine);
+    EXPECT_GT(engine->scheduler().stats().preemptions, 0) << "caching " << caching;
+    expect_matches_reference(got, cases, config);
+  }
 }
 
 TEST(Engine, NCompletionsShareThePromptPagesAndFollowDerivedSeeds) {
   EngineConfig config = small_config();
-  for (bool caching : {true, false}) {
-    config.cache.enable_prefix_caching = caching;
-    Case c;
-    c.id = "n4";
-    c.prompt = make_prompt(37, 11, 64);
-    c.params.n = 4;
-    c.params.temperature = 1.0f;
-    c.params.max_tokens = 9;
-    c.params.seq_seed = 5;
-    auto engine = make_engine(config);
-    engine->add_request(c.id, c.prompt, c.params);
-    const auto got = run_to_completion(*engine);
-    EXPECT_EQ(engine->scheduler().stats().forks, 3) << "caching " << caching;
-    // The leader computes the prompt; each sibling only its tail after the 32-token boundary.
-    EXPECT_EQ(engine->stats().prefill_tokens, 37 + 3 * (37 - 32));
-    expect_matches_reference(got, {c}, config);
-    EXPECT_NE(got.at("n4")[0].tokens, got.at("n4")[1].tokens);
+  for (bool fixed_state : {true, false}) {
+    for (bool caching : {true, false}) {
+      config.cache.enable_prefix_caching = caching;
+      FakeModelConfig model;
+      model.fixed_state = fixed_state;
+      Case c;
+      c.id = "n4";
+      c.prompt = make_prompt(37, 11, 64);
+      c.params.n = 4;
+      c.params.temperature = 1.0f;
+      c.params.max_tokens = 9;
+      c.params.seq_seed = 5;
+      auto engine = make_engine(config, model);
+      engine->add_request(c.id, c.prompt, c.params);
+      const auto got = run_to_completion(*engine);
+      EXPECT_EQ(engine->scheduler().stats().forks, 3) << "caching " << caching << " fixed " << fixed_state;
+      // The leader computes the prompt; each sibling only its tail after the 32-token boundary.
+      EXPECT_EQ(engine->stats().prefill_tokens, 37 + 3 * (37 - 32));
+      expect_matches_reference(got, {c}, config, model);
+      EXPECT_NE(got.at("n4")[0].tokens, got.at("n4")[1].tokens);
+    }
   }
 }
 
