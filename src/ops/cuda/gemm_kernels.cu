@@ -483,16 +483,16 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(MmaGemmArgs args) {
   }
   float acc[RPW][kGemvMaxRows] = {};
   const std::int64_t chunks = args.k / C::kElems;
-  for (std::int64_t c = static_cast<std::int64_t>(sub) * 32 + lane; c < chunks; c += static_cast<std::int64_t>(split) * 32) {
+  // Two chunks per step: their loads are issued together, before either is used.
+  const std::int64_t stride = static_cast<std::int64_t>(split) * 32;
+  auto load = [&](std::int64_t c, uint4 (&raw)[RPW], float (&scale)[RPW]) {
     const std::int64_t k0 = c * C::kElems;
-    uint4 raw[RPW];
-    float scale[RPW];
 #pragma unroll
     for (int r = 0; r < RPW; ++r) {
       const std::int64_t n = n0 + r;
       raw[r] = make_uint4(0, 0, 0, 0);
       scale[r] = 0.0f;
-      if (n < args.n) {
+      if (n < args.n && c < chunks) {
         raw[r] = __ldg(reinterpret_cast<const uint4*>(wb + n * row_bytes + c * 16));
         if constexpr (F != 1) {
           const std::int64_t sidx = F == 2 ? (n / w.block) * w.scale_ld + k0 / w.block : n * w.scale_ld + k0 / w.block;
@@ -501,6 +501,9 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(MmaGemmArgs args) {
         }
       }
     }
+  };
+  auto accumulate = [&](std::int64_t c, const uint4 (&raw)[RPW], const float (&scale)[RPW]) {
+    const std::int64_t k0 = c * C::kElems;
 #pragma unroll
     for (int mi = 0; mi < kGemvMaxRows; ++mi) {
       if (mi >= mrows) break;
@@ -524,6 +527,14 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(MmaGemmArgs args) {
         acc[r][mi] = sum;
       }
     }
+  };
+  for (std::int64_t c = static_cast<std::int64_t>(sub) * 32 + lane; c < chunks; c += 2 * stride) {
+    uint4 raw0[RPW], raw1[RPW];
+    float scale0[RPW], scale1[RPW];
+    load(c, raw0, scale0);
+    load(c + stride, raw1, scale1);
+    accumulate(c, raw0, scale0);
+    if (c + stride < chunks) accumulate(c + stride, raw1, scale1);
   }
 #pragma unroll
   for (int r = 0; r < RPW; ++r)
@@ -633,10 +644,11 @@ void launch_mma_gemm(DevWeightFormat format, MmaTile tile, bool grouped, const M
 void launch_gemv(DevWeightFormat format, bool grouped, const MmaGemmArgs& args, int grid_y, int grid_z,
                  cudaStream_t stream) {
   // Warps per row pair: enough that ~4K warps stream the weight even when N is small.
+  // Grouped launches already have a matrix per item and set, so each warp keeps a whole row pair.
   MmaGemmArgs a = args;
   const std::int64_t pairs = (args.n + kGemvRowsPerWarp - 1) / kGemvRowsPerWarp;
   a.gemv_split = 1;
-  while (a.gemv_split < kGemvWarps && pairs * a.gemv_split < 4096) a.gemv_split *= 2;
+  while (!grouped && a.gemv_split < kGemvWarps && pairs * a.gemv_split < 4096) a.gemv_split *= 2;
   const std::int64_t per_block = static_cast<std::int64_t>(kGemvWarps / a.gemv_split) * kGemvRowsPerWarp;
   const dim3 grid(static_cast<unsigned>((args.n + per_block - 1) / per_block), static_cast<unsigned>(grid_y),
                   static_cast<unsigned>(grid_z));
