@@ -11,58 +11,37 @@ constexpr int kAttnThreads = 256;
 constexpr int kAttnChunk = 32;   // KV rows staged in shared memory at a time
 constexpr int kAttnCols = 2;     // head_dim <= 2 * kAttnThreads
 
-// Stages the chunk's KV rows transposed (kv_s[c][j]) as f32. Each warp resolves its 4 rows first
-// and then issues all their loads before storing, so the row latencies overlap.
-constexpr int kRowsPerWarp = kAttnChunk / (kAttnThreads / 32);
+// Resolves index -> (source, physical row) and stages row j of the chunk, transposed, as f32.
+__device__ void stage_row(const AttentionArgs& a, std::int32_t index, float* kv_s, int j, int lane, int* valid_s) {
+  if (index < 0) {
+    for (int c = lane; c < a.d; c += 32) kv_s[c * (kAttnChunk + 1) + j] = 0.0f;
+    if (lane == 0) valid_s[j] = 0;
+    return;
+  }
+  int s = a.num_sources - 1;
+  while (s > 0 && a.src_start[s] > index) --s;
+  const std::int64_t local = index - a.src_start[s];
+  std::int64_t phys = -1;
+  if (index < a.src_start[a.num_sources]) phys = physical_row(a.src[s], local);
+  if (phys < 0) {
+    if (lane == 0) report_fault(a.err, index >= a.src_start[a.num_sources] ? DeviceFault::kAttnIndex : DeviceFault::kPageTable,
+                                index, a.src_start[a.num_sources]);
+    for (int c = lane; c < a.d; c += 32) kv_s[c * (kAttnChunk + 1) + j] = 0.0f;
+    if (lane == 0) valid_s[j] = 0;
+    return;
+  }
+  for (int c = lane; c < a.d; c += 32) kv_s[c * (kAttnChunk + 1) + j] = load_elem(a.src[s].rows, phys, c);
+  if (lane == 0) valid_s[j] = 1;
+}
 
 __device__ void stage_chunk(const AttentionArgs& a, const std::int32_t* idx, int count, float* kv_s, int* valid_s) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const std::uint8_t* rowp[kRowsPerWarp];
-  int row_bf16[kRowsPerWarp];
-  bool valid[kRowsPerWarp];
-#pragma unroll
-  for (int i = 0; i < kRowsPerWarp; ++i) {
-    const int j = warp + i * (kAttnThreads / 32);
-    valid[i] = false;
-    rowp[i] = nullptr;
-    row_bf16[i] = 0;
-    if (j >= count) continue;
-    const std::int32_t index = idx[j];
-    if (index < 0) continue;
-    const std::int64_t total = a.src_start[a.num_sources];
-    int s = a.num_sources - 1;
-    while (s > 0 && a.src_start[s] > index) --s;
-    const DevRowSource& src = a.src[s];
-    const std::int64_t phys = index < total ? physical_row(src, index - a.src_start[s]) : -1;
-    if (phys < 0) {
-      if (lane == 0)
-        report_fault(a.err, index >= total ? DeviceFault::kAttnIndex : DeviceFault::kPageTable, index, total);
-      continue;
+  for (int j = warp; j < kAttnChunk; j += kAttnThreads / 32) {
+    if (j < count) {
+      stage_row(a, idx[j], kv_s, j, lane, valid_s);
+    } else if (lane == 0) {
+      valid_s[j] = 0;
     }
-    valid[i] = true;
-    row_bf16[i] = src.rows.bf16;
-    rowp[i] = static_cast<const std::uint8_t*>(src.rows.base) + phys * src.rows.stride * (src.rows.bf16 ? 2 : 4);
-  }
-  float v[kRowsPerWarp][512 / 32];
-#pragma unroll
-  for (int i = 0; i < kRowsPerWarp; ++i)
-#pragma unroll
-    for (int e = 0; e < 512 / 32; ++e) {
-      const int c = lane + 32 * e;
-      v[i][e] = 0.0f;
-      if (valid[i] && c < a.d)
-        v[i][e] = row_bf16[i] ? bf16_bits_to_f32(reinterpret_cast<const std::uint16_t*>(rowp[i])[c])
-                              : reinterpret_cast<const float*>(rowp[i])[c];
-    }
-#pragma unroll
-  for (int i = 0; i < kRowsPerWarp; ++i) {
-    const int j = warp + i * (kAttnThreads / 32);
-#pragma unroll
-    for (int e = 0; e < 512 / 32; ++e) {
-      const int c = lane + 32 * e;
-      if (c < a.d) kv_s[c * (kAttnChunk + 1) + j] = v[i][e];
-    }
-    if (lane == 0) valid_s[j] = valid[i] ? 1 : 0;
   }
 }
 

@@ -54,11 +54,7 @@ void CudaBackend::sparse_attention(const Tensor& q, std::span<const RowView> sou
   a.block = options.block;
   a.heads = heads;
   a.d = d;
-  // Fewer heads per block when the grid would be small (decode): twice the blocks, each re-reading
-  // the (L2-resident) rows for its heads.
   a.heads_per_cta = std::min(heads, kMaxHeadsPerCta);
-  if (t_count * ceil_div(heads, a.heads_per_cta) * ceil_div(std::max(a.kcount, 1), a.block) < 2 * sm_count_)
-    a.heads_per_cta = std::min(heads, kMaxHeadsPerCta / 2);
   a.err = err_;
   DI_CHECK(attention_smem_bytes(a.heads_per_cta, d, a.block) <= kMaxSmem,
            "sparse_attention: head_dim {} with block {} needs too much shared memory", d, a.block);
