@@ -20,7 +20,7 @@ if ((${#missing[@]})); then
 fi
 
 # Python packages used by tests and tools (fixtures are committed; these check and drive them).
-python_packages=(numpy safetensors jsonschema jinja2)
+python_packages=(numpy safetensors jsonschema jinja2 openai requests)
 py_missing=()
 for pkg in "${python_packages[@]}"; do
   python3 -c "import ${pkg}" 2>/dev/null || py_missing+=("$pkg")
