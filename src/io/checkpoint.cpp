@@ -35,7 +35,7 @@ Checkpoint Checkpoint::open(const std::filesystem::path& directory) {
     const CanonicalName canonical = canonical_tensor_name(stored);
     prefixed = prefixed || canonical.prefixed;
     renamed = renamed || canonical.renamed;
-    ckpt.add_stored(stored);
+    ckpt.add_stored(stored, canonical);
   }
   ckpt.layout_ = renamed ? NameLayout::kHuggingFace : prefixed ? NameLayout::kDeepSeekPrefixed : NameLayout::kDeepSeek;
   ckpt.config_ = std::make_shared<const ModelConfig>(std::move(config));
@@ -45,8 +45,7 @@ Checkpoint Checkpoint::open(const std::filesystem::path& directory) {
   return ckpt;
 }
 
-void Checkpoint::add_stored(const std::string& stored) {
-  const CanonicalName canonical = canonical_tensor_name(stored);
+void Checkpoint::add_stored(const std::string& stored, const CanonicalName& canonical) {
   const auto add = [&](std::string name, Source source) {
     const auto [it, inserted] = tensors_.emplace(name, source);
     if (!inserted)

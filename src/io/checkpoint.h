@@ -23,6 +23,7 @@
 
 #include "io/model_config.h"
 #include "io/safetensors.h"
+#include "io/tensor_names.h"
 #include "tensor/tensor.h"
 
 namespace deepinfer::io {
@@ -71,7 +72,7 @@ class Checkpoint {
   NameLayout layout_ = NameLayout::kDeepSeek;
 
   const Source& source(std::string_view name) const;
-  void add_stored(const std::string& stored);
+  void add_stored(const std::string& stored, const CanonicalName& canonical);
   void resolve_expert_format();
 };
 
