@@ -144,13 +144,11 @@ BpeModel BpeModel::from_json(const nlohmann::json& model, std::string_view where
     if (static_cast<std::size_t>(id) >= bpe.id_to_token_.size()) bpe.id_to_token_.resize(id + 1);
     bpe.id_to_token_[id] = token;
   }
-  bpe.bytes_to_id_.reserve(bpe.vocab_.size());
-  for (const auto& [token, id] : bpe.vocab_) {
-    if (auto bytes = byte_level_to_bytes(token)) bpe.bytes_to_id_.emplace(std::move(*bytes), id);
-  }
   for (int b = 0; b < 256; ++b) {
-    const auto it = bpe.bytes_to_id_.find(std::string_view(reinterpret_cast<const char*>(&b), 1));
-    bpe.byte_id_[b] = it == bpe.bytes_to_id_.end() ? -1 : it->second;
+    std::string spelled;
+    utf8::append_code_point(spelled, byte_to_char(static_cast<unsigned char>(b)));
+    const auto it = bpe.vocab_.find(spelled);
+    bpe.byte_id_[b] = it == bpe.vocab_.end() ? -1 : it->second;
   }
   const auto merges_it = model.find("merges");
   DI_CHECK(merges_it != model.end() && merges_it->is_array(), "{}.merges: expected an array", where);
@@ -178,6 +176,11 @@ BpeModel BpeModel::from_json(const nlohmann::json& model, std::string_view where
   bpe.fuse_unk_ = json_bool(model, "fuse_unk", false, where);
   bpe.byte_fallback_ = json_bool(model, "byte_fallback", false, where);
   bpe.ignore_merges_ = json_bool(model, "ignore_merges", false, where);
+  if (bpe.ignore_merges_) {  // only then are whole words looked up by their bytes
+    bpe.bytes_to_id_.reserve(bpe.vocab_.size());
+    for (const auto& [token, id] : bpe.vocab_)
+      if (auto bytes = byte_level_to_bytes(token)) bpe.bytes_to_id_.emplace(std::move(*bytes), id);
+  }
   return bpe;
 }
 

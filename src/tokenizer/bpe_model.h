@@ -93,7 +93,7 @@ class BpeModel {
 
   StringIdMap vocab_;                   // token string -> id, as in the json
   std::vector<std::string> id_to_token_;
-  StringIdMap bytes_to_id_;             // raw bytes -> id, for tokens spelled in the byte alphabet
+  StringIdMap bytes_to_id_;             // raw bytes -> id (built only for ignore_merges)
   std::array<TokenId, 256> byte_id_{};  // id of each single byte, -1 if absent
   MergeTable merges_;
   std::optional<TokenId> unk_id_;

@@ -107,7 +107,8 @@ void PreTokenizer::add_json(const nlohmann::json& config, const std::string& whe
     const auto pattern_it = config.find("pattern");
     DI_CHECK(pattern_it != config.end() && pattern_it->is_object() && pattern_it->size() == 1,
              "{}.pattern: expected {{\"Regex\": ...}} or {{\"String\": ...}}", where);
-    const auto& [kind, text] = *pattern_it->items().begin();
+    const std::string kind = pattern_it->begin().key();
+    const nlohmann::json& text = pattern_it->begin().value();
     DI_CHECK((kind == "Regex" || kind == "String") && text.is_string(),
              "{}.pattern: expected {{\"Regex\": ...}} or {{\"String\": ...}}, got {}", where, pattern_it->dump());
     Step step;

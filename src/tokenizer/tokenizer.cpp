@@ -106,16 +106,22 @@ std::string_view Tokenizer::token_bytes(TokenId id) const {
   return std::string_view(impl_->bytes_arena).substr(begin, impl_->bytes_offsets[id + 1] - begin);
 }
 
-std::string_view Tokenizer::token_string(TokenId id) const {
-  if (id < 0 || static_cast<std::size_t>(id) >= impl_->token_strings.size()) return {};
-  return impl_->token_strings[id];
+std::string_view Tokenizer::Impl::token_string(TokenId id) const {
+  if (const AddedToken* token = added.find(id)) return token->content;
+  const auto& model_tokens = model.id_to_token();
+  if (id < 0 || static_cast<std::size_t>(id) >= model_tokens.size()) return {};
+  return model_tokens[id];
 }
 
-std::optional<TokenId> Tokenizer::token_to_id(std::string_view token) const {
-  const auto it = impl_->string_to_id.find(token);
-  if (it == impl_->string_to_id.end()) return std::nullopt;
-  return it->second;
+std::optional<TokenId> Tokenizer::Impl::token_to_id(std::string_view token) const {
+  if (const auto it = added_to_id.find(token); it != added_to_id.end()) return it->second;
+  if (const auto it = model.vocab().find(token); it != model.vocab().end()) return it->second;
+  return std::nullopt;
 }
+
+std::string_view Tokenizer::token_string(TokenId id) const { return impl_->token_string(id); }
+
+std::optional<TokenId> Tokenizer::token_to_id(std::string_view token) const { return impl_->token_to_id(token); }
 
 bool Tokenizer::is_special(TokenId id) const { return is_valid_id(id) && (impl_->id_flags[id] & Impl::kSpecialId); }
 

@@ -2,7 +2,9 @@
 // tokenizer_loader.cpp (building it from tokenizer.json).
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tokenizer/added_vocabulary.h"
@@ -17,13 +19,15 @@ struct Tokenizer::Impl {
   PreTokenizer pre_tokenizer;
   AddedVocabulary added;
 
-  // Per id, over the whole id range: the token string (added content first, as HF's
-  // id_to_token), the bytes it decodes to (in one arena), and flags.
-  std::vector<std::string> token_strings;
+  // Per id, over the whole id range: the bytes it decodes to (in one arena) and flags. Token
+  // strings: an added token's content first (as HF's id_to_token), else the model's.
   std::string bytes_arena;
   std::vector<std::uint32_t> bytes_offsets;  // size vocab_size + 1
   std::vector<std::uint8_t> id_flags;        // kValidId | kSpecialId
-  StringIdMap string_to_id;
+  StringIdMap added_to_id;  // added token content -> id
+
+  std::string_view token_string(TokenId id) const;
+  std::optional<TokenId> token_to_id(std::string_view token) const;
 
   SpecialTokens specials;
   std::vector<TokenId> prefix;  // added by add_special_tokens

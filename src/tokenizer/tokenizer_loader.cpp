@@ -103,30 +103,25 @@ std::vector<AddedToken> assign_added_tokens(const json& list, const BpeModel& mo
 }
 
 void build_id_tables(Tokenizer::Impl& impl) {
-  const auto& model_tokens = impl.model.id_to_token();
-  std::size_t size = model_tokens.size();
+  std::size_t size = impl.model.id_to_token().size();
   for (const AddedToken& t : impl.added.tokens()) size = std::max(size, static_cast<std::size_t>(t.id) + 1);
-  impl.token_strings.assign(size, std::string());
   impl.id_flags.assign(size, 0);
-  for (const auto& [token, id] : impl.model.vocab()) {
-    impl.token_strings[id] = token;
-    impl.id_flags[id] = Tokenizer::Impl::kValidId;
-  }
-  std::unordered_set<std::string> special_contents;
+  for (const auto& [token, id] : impl.model.vocab()) impl.id_flags[id] = Tokenizer::Impl::kValidId;
+  std::unordered_set<std::string_view> special_contents;
   for (const AddedToken& t : impl.added.tokens()) {
-    impl.token_strings[t.id] = t.content;
     impl.id_flags[t.id] = Tokenizer::Impl::kValidId;
+    impl.added_to_id[t.content] = t.id;
     if (t.special) special_contents.insert(t.content);
   }
   impl.bytes_offsets.assign(size + 1, 0);
-  impl.string_to_id = impl.model.vocab();
-  for (const AddedToken& t : impl.added.tokens()) impl.string_to_id[t.content] = t.id;
+  impl.bytes_arena.reserve(size * 6);
   for (std::size_t id = 0; id < size; ++id) {
     impl.bytes_offsets[id] = static_cast<std::uint32_t>(impl.bytes_arena.size());
-    impl.bytes_arena += decode_byte_level_token(impl.token_strings[id]);
+    const std::string_view token = impl.token_string(static_cast<TokenId>(id));
+    impl.bytes_arena += decode_byte_level_token(token);
     // HF decides "special" by the token's string, so a vocabulary entry spelled like a special
     // added token is skipped too.
-    if (special_contents.count(impl.token_strings[id])) impl.id_flags[id] |= Tokenizer::Impl::kSpecialId;
+    if (special_contents.count(token)) impl.id_flags[id] |= Tokenizer::Impl::kSpecialId;
   }
   impl.bytes_offsets[size] = static_cast<std::uint32_t>(impl.bytes_arena.size());
 }
@@ -144,12 +139,9 @@ std::optional<TokenId> config_token(const json& config, const char* key, const T
              "{}.{}: expected a string or an object with 'content'", where, key);
     content = (*it)["content"].get<std::string>();
   }
-  const auto id = impl.string_to_id.find(content);
-  if (id == impl.string_to_id.end()) {
-    log::warn("{}.{}: token '{}' is not in the vocabulary; ignored", where, key, content);
-    return std::nullopt;
-  }
-  return id->second;
+  const auto id = impl.token_to_id(content);
+  if (!id) log::warn("{}.{}: token '{}' is not in the vocabulary; ignored", where, key, content);
+  return id;
 }
 
 // tokenizer.json's post_processor, for add_special_tokens when tokenizer_config.json is silent.

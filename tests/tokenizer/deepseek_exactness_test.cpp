@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <ctime>
 
 #include "common/thread_pool.h"
 #include "common/utf8.h"
@@ -22,14 +23,24 @@ std::string input_of(const nlohmann::json& c) {
   return c.contains("hex") ? testing::from_hex(c["hex"].get<std::string>()) : c["text"].get<std::string>();
 }
 
+// CPU time, not wall time: the load is single-threaded and CI machines are shared.
 TEST(DeepSeekTokenizer, LoadsWellUnderASecond) {
   DEEPINFER_REQUIRE_DEEPSEEK_TOKENIZER();
   const auto start = std::chrono::steady_clock::now();
+  const std::clock_t cpu_start = std::clock();
   const auto tok = Tokenizer::load(*testing::deepseek_tokenizer_dir());
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("loaded the 7.8 MB tokenizer.json in %.3f s\n", seconds);
-  EXPECT_LT(seconds, 2.0);  // generous for a loaded CI machine; typically ~0.25 s
+  const double cpu = static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("loaded the 7.8 MB tokenizer.json in %.3f s CPU (%.3f s wall)\n", cpu, wall);
   EXPECT_EQ(tok.vocab_size(), 128815u);
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "load time is not checked under AddressSanitizer";
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  GTEST_SKIP() << "load time is not checked under AddressSanitizer";
+#endif
+#endif
+  EXPECT_LT(cpu, 0.8);
 }
 
 TEST(DeepSeekTokenizer, VocabularyAndSpecialTokens) {
