@@ -151,13 +151,12 @@ Reply chat_whole(const EndpointContext& ctx, ChatState& s) {
 }
 
 void check_supported(const EndpointContext& ctx, const ChatRequest& request) {
-  if (ctx.backend.model_info().supports_structured_output) return;
-  if (!request.common.sampling.structured_output.is_null())
-    throw ApiError(400, "structured outputs (response_format, regex, grammar) are not supported by this server yet",
+  if (!request.common.sampling.structured_output.is_null() && !ctx.backend.model_info().supports_structured_output)
+    throw ApiError(400, "structured outputs (response_format, regex, grammar) are not enabled on this server",
                    "response_format");
+  // Forcing a call needs a grammar for the DSML tool-call syntax, which does not exist yet.
   if (request.tool_choice == "required" || request.tool_choice == "function")
-    throw ApiError(400, "tool_choice 'required' or a named function needs structured outputs, not supported yet",
-                   "tool_choice");
+    throw ApiError(400, "tool_choice 'required' or a named function is not supported yet; use 'auto'", "tool_choice");
 }
 
 }  // namespace

@@ -108,7 +108,7 @@ Reply handle_completions(const EndpointContext& ctx, std::string_view body) {
   state->request = parse_completion_request(parse_json_body(body), codec.vocab_size());
   auto& request = state->request;
   if (!request.common.sampling.structured_output.is_null() && !ctx.backend.model_info().supports_structured_output)
-    throw ApiError(400, "structured outputs (response_format, regex, grammar) are not supported by this server yet",
+    throw ApiError(400, "structured outputs (response_format, regex, grammar) are not enabled on this server",
                    "response_format");
   state->codec = &codec;
   state->meta = {make_response_id("cmpl-"), unix_time_now(), resolve_model_name(ctx, request.common.model)};

@@ -104,6 +104,28 @@ std::shared_ptr<const engine::Detokenizer> make_detokenizer(std::shared_ptr<cons
   return std::make_shared<StreamingDetokenizer>(std::move(tokenizer));
 }
 
+engine::StructuredOutputArgs to_structured_output_args(const nlohmann::json& c) {
+  auto text = [](const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
+  if (c.contains("type")) {  // response_format
+    if (c["type"] == "json_object") return {"json_object", ""};
+    const auto& spec = c.value("json_schema", nlohmann::json::object());
+    if (!spec.contains("schema")) return {"json_object", ""};
+    return {"json", text(spec["schema"])};
+  }
+  if (c.contains("regex")) return {"regex", c["regex"].get<std::string>()};
+  if (c.contains("grammar")) return {"ebnf", c["grammar"].get<std::string>()};
+  if (c.contains("ebnf")) return {"ebnf", c["ebnf"].get<std::string>()};
+  if (c.contains("structured_outputs")) {
+    const auto& so = c["structured_outputs"];
+    if (so.contains("json")) return {"json", text(so["json"])};
+    if (so.contains("regex") && so["regex"].is_string()) return {"regex", so["regex"].get<std::string>()};
+    if (so.contains("choice") && so["choice"].is_array()) return {"choice", so["choice"].dump()};
+    if (so.contains("grammar") && so["grammar"].is_string()) return {"ebnf", so["grammar"].get<std::string>()};
+    if (so.value("json_object", false)) return {"json_object", ""};
+  }
+  throw_error("structured_outputs: expected one of json, regex, choice, grammar or json_object");
+}
+
 engine::SamplingParams to_engine_params(const SamplingOptions& o, int n) {
   engine::SamplingParams p;
   p.n = n;
@@ -124,6 +146,7 @@ engine::SamplingParams to_engine_params(const SamplingOptions& o, int n) {
   p.skip_special_tokens = o.skip_special_tokens;
   if (o.logprobs >= 0) p.logprobs = o.logprobs;
   p.seq_seed = o.seed;
+  if (!o.structured_output.is_null()) p.so_args = to_structured_output_args(o.structured_output);
   return p;
 }
 
@@ -136,7 +159,7 @@ EngineBackend::EngineBackend(std::unique_ptr<engine::Engine> engine,
   DI_CHECK(engine_ != nullptr && tokenizer_ != nullptr, "server: the engine backend needs an engine and a tokenizer");
   info_.model_path = options_.model_path;
   info_.max_model_len = engine_->config().scheduler.max_model_len;
-  info_.supports_structured_output = false;  // until the engine applies grammar masks
+  info_.supports_structured_output = options_.structured_outputs;
   max_in_flight_ = engine_->config().scheduler.max_num_seqs + std::max(options_.max_queued_requests, 0);
   publish_stats();
   thread_ = std::thread([this] { loop(); });

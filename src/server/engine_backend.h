@@ -26,6 +26,9 @@ struct EngineBackendOptions {
   encoding::ChatFormat chat_format = encoding::ChatFormat::kDeepSeekV4;
   // Sequences that may wait beyond the engine's max_num_seqs running ones; more is a 503.
   int max_queued_requests = 10000;
+  // The engine has a constraint factory (Engine::set_constraint_factory): requests may carry
+  // response_format / regex / grammar constraints.
+  bool structured_outputs = false;
 };
 
 // The engine's Detokenizer over the tokenizer's streaming decoder (byte-level BPE needs no
@@ -34,6 +37,10 @@ std::shared_ptr<const engine::Detokenizer> make_detokenizer(std::shared_ptr<cons
 
 // The engine's sampling parameters for a validated OpenAI request.
 engine::SamplingParams to_engine_params(const SamplingOptions& options, int n);
+// The engine's constraint for a request's structured-output field (SamplingOptions::
+// structured_output: response_format, regex, grammar/ebnf or vLLM's structured_outputs); throws
+// deepinfer::Error for a shape it cannot map.
+engine::StructuredOutputArgs to_structured_output_args(const nlohmann::json& constraint);
 
 class EngineBackend : public GenerationBackend {
  public:

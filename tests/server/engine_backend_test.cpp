@@ -286,5 +286,29 @@ TEST_F(EngineBackendTest, DsmlToolCallsBecomeOpenAiToolCallsWholeAndStreamed) {
   EXPECT_EQ(finish, "tool_calls");
 }
 
+TEST(EngineBackendParams, StructuredOutputSpellingsMapToEngineConstraints) {
+  using engine::StructuredOutputArgs;
+  EXPECT_EQ(to_structured_output_args({{"type", "json_object"}}), (StructuredOutputArgs{"json_object", ""}));
+  EXPECT_EQ(to_structured_output_args(
+                {{"type", "json_schema"}, {"json_schema", {{"name", "s"}, {"schema", {{"type", "object"}}}}}}),
+            (StructuredOutputArgs{"json", R"({"type":"object"})"}));
+  EXPECT_EQ(to_structured_output_args({{"regex", "[a-z]+"}}), (StructuredOutputArgs{"regex", "[a-z]+"}));
+  EXPECT_EQ(to_structured_output_args({{"grammar", "root ::= \"a\""}}),
+            (StructuredOutputArgs{"ebnf", "root ::= \"a\""}));
+  EXPECT_EQ(to_structured_output_args({{"structured_outputs", {{"choice", {"yes", "no"}}}}}),
+            (StructuredOutputArgs{"choice", R"(["yes","no"])"}));
+  EXPECT_THROW(to_structured_output_args({{"structured_outputs", {{"xml", 1}}}}), Error);
+  SamplingOptions options;
+  options.seed = 42;
+  options.logprobs = 3;
+  options.max_tokens = 9;
+  const auto p = to_engine_params(options, 2);
+  EXPECT_EQ(p.n, 2);
+  EXPECT_EQ(p.seq_seed, 42u);
+  EXPECT_EQ(p.logprobs, 3);
+  EXPECT_EQ(p.max_tokens, 9);
+  EXPECT_FALSE(p.so_args.has_value());
+}
+
 }  // namespace
 }  // namespace deepinfer::server
