@@ -267,6 +267,12 @@ void parse_schedule_v41(ModelConfig& c, const ConfigFields& f, std::vector<std::
   }
 }
 
+// HF configs (transformers >= 5) write the torch dtype of the weights under "dtype": an
+// unquantised checkpoint, unlike DeepSeek's inference "dtype" (fp8 | bf16).
+bool is_torch_dtype_name(const std::string& name) {
+  return name == "bfloat16" || name == "float16" || name == "float32";
+}
+
 void parse_quantization(ModelConfig& c, const ConfigFields& top, const ConfigFields& f) {
   QuantizationConfig& q = c.quant;
   const bool has_qc = top.has({"quantization_config"}) || f.has({"quantization_config"});
@@ -287,7 +293,7 @@ void parse_quantization(ModelConfig& c, const ConfigFields& top, const ConfigFie
     q.scale_fmt = where.opt_string({"quantization_config.scale_fmt"}).value_or("");
     if (inference_dtype && *inference_dtype != "fp8")
       f.fail("'dtype' = '{}' contradicts quantization_config (fp8)", *inference_dtype);
-  } else if (inference_dtype) {
+  } else if (inference_dtype && !is_torch_dtype_name(*inference_dtype)) {
     if (*inference_dtype != "fp8" && *inference_dtype != "bf16")
       f.fail("'{}' = '{}' is not supported (fp8 or bf16)", f.field("dtype"), *inference_dtype);
     q.fp8 = *inference_dtype == "fp8";

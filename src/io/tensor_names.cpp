@@ -28,7 +28,7 @@ std::size_t block_prefix_length(std::string_view name) {
 
 // Prefix renames of a block's tail, first match wins (the nested indexer rules come before the
 // compressor rules that share their prefix).
-constexpr std::array<std::pair<std::string_view, std::string_view>, 30> kTailRenames = {{
+constexpr std::array<std::pair<std::string_view, std::string_view>, 31> kTailRenames = {{
     {"input_layernorm.", "attn_norm."},
     {"post_attention_layernorm.", "ffn_norm."},
     {"attn_hc.", "hc_attn_"},
@@ -53,6 +53,7 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, 30> kTailRen
     {"self_attn.o_b_proj.", "attn.wo_b."},
     {"self_attn.sinks", "attn.attn_sink"},
     {"self_attn.", "attn."},
+    {"attn.norm.", "attn.kv_norm."},  // transformers 5.17 saves kv_norm as attn.norm (HF_V4_NOTES §9)
     {"mlp.gate.e_score_correction_bias", "ffn.gate.bias"},
     {"mlp.shared_experts.gate_proj.", "ffn.shared_experts.w1."},
     {"mlp.shared_experts.up_proj.", "ffn.shared_experts.w3."},

@@ -1,0 +1,83 @@
+// The offline API: deepinfer::LLM opens a model directory, runs the engine over a list of prompts
+// (text or token ids, one SamplingParams each or one for all) and returns the outputs in input
+// order, vLLM-style. The CLI's `generate` and the Python bindings are thin layers over it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/sampling_params.h"
+
+namespace deepinfer {
+
+using engine::SamplingParams;
+
+struct LLMOptions {
+  std::string device = "cpu";        // cpu, cuda, cuda:N
+  std::optional<std::string> mode;   // exact | reference-qat; unset: the checkpoint's default
+  std::string tokenizer;             // tokenizer.json or its directory; empty: the model dir if it has one
+  std::int32_t max_num_seqs = 64;
+  std::int32_t max_num_batched_tokens = 2048;
+  std::int32_t max_model_len = 0;    // 0: min(max_position_embeddings, 8192)
+  std::int32_t num_pages = 0;        // 0: from cache_memory_bytes
+  std::int64_t cache_memory_bytes = std::int64_t{512} << 20;
+  bool enable_prefix_caching = true;
+  std::uint64_t seed = 0;            // seeds requests without seq_seed
+  std::int32_t worker_threads = 0;
+};
+
+// A prompt as text (needs a tokenizer) or as token ids.
+struct Prompt {
+  std::optional<std::string> text;
+  std::vector<std::int32_t> token_ids;
+
+  static Prompt from_text(std::string text) { return {std::move(text), {}}; }
+  static Prompt from_ids(std::vector<std::int32_t> ids) { return {std::nullopt, std::move(ids)}; }
+};
+
+struct CompletionResult {
+  std::int32_t index = 0;
+  std::vector<std::int32_t> token_ids;
+  std::optional<std::string> text;  // unset when there is no tokenizer
+  std::string finish_reason;        // stop | length | abort | error
+  std::optional<std::string> stop_reason;  // the stop string that ended it
+};
+
+struct RequestResult {
+  std::optional<std::string> prompt;        // the prompt text, if given as text
+  std::vector<std::int32_t> prompt_token_ids;
+  std::vector<CompletionResult> outputs;    // n of them (none when error is set)
+  std::optional<std::string> error;         // the request was rejected (bad prompt or params)
+};
+
+// Called after every engine step: requests finished so far, total.
+using ProgressCallback = std::function<void(std::size_t finished, std::size_t total)>;
+
+class LLM {
+ public:
+  explicit LLM(const std::string& model_dir, LLMOptions options = {});
+  ~LLM();
+  LLM(const LLM&) = delete;
+  LLM& operator=(const LLM&) = delete;
+
+  // params: one per prompt, or a single one for all. A request the engine rejects (ids outside
+  // the vocabulary, bad sampling fields, too long) gets its error and no outputs; the others run.
+  std::vector<RequestResult> generate(const std::vector<Prompt>& prompts, const std::vector<SamplingParams>& params,
+                                      const ProgressCallback& progress = nullptr);
+
+  bool has_tokenizer() const;
+  std::vector<std::int32_t> encode(const std::string& text) const;
+  std::string decode(const std::vector<std::int32_t>& ids) const;
+  std::int32_t vocab_size() const;
+  std::string numeric_mode() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace deepinfer
