@@ -1,5 +1,7 @@
 // CPU sparse attention with sinks (the reference kernel's online softmax over index blocks) and
 // the lightning indexer's scores and visibility-masked top-k.
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -50,49 +52,61 @@ class ConcatRows {
   std::int64_t total_ = 0;
 };
 
-// One (token, head) of sparse attention. acc (d floats) receives the output.
-void attend_one(const float* q, const ConcatRows& kv, const std::int32_t* idx, std::int64_t k_count, float sink,
-                const AttentionOptions& options, float* acc, float* row_buf) {
+// Heads [0, nh) of one token: q holds their query rows, acc their outputs (nh × d). Each block of
+// KV rows is gathered (and converted) once and used by every head; per head the arithmetic is the
+// reference kernel's online softmax, independent of how heads are grouped.
+struct HeadGroup {
+  const float* q;
+  const float* sinks;
+  std::int64_t heads;
+  float* acc;
+  float* running_max;
+  float* denom;
+};
+
+void attend_heads(const HeadGroup& g, const ConcatRows& kv, const std::int32_t* idx, std::int64_t k_count,
+                  const AttentionOptions& options, float* row_buf) {
   const std::int64_t d = kv.width();
-  std::fill(acc, acc + d, 0.0f);
-  float running_max = kNegInf;
-  float denom = 0.0f;
+  std::fill(g.acc, g.acc + g.heads * d, 0.0f);
+  std::fill(g.running_max, g.running_max + g.heads, kNegInf);
+  std::fill(g.denom, g.denom + g.heads, 0.0f);
   float scores[256];
   const float* rows[256];
   const int block = std::clamp(options.block, 1, 256);
   for (std::int64_t b0 = 0; b0 < k_count; b0 += block) {
     const std::int64_t len = std::min<std::int64_t>(block, k_count - b0);
-    float block_max = kNegInf;
     for (std::int64_t j = 0; j < len; ++j) {
       const std::int32_t r = idx[b0 + j];
-      if (r < 0) {
-        scores[j] = kNegInf;
-        rows[j] = nullptr;
-        continue;
+      rows[j] = r < 0 ? nullptr : kv.row(r, row_buf + j * d);
+    }
+    for (std::int64_t h = 0; h < g.heads; ++h) {
+      float block_max = kNegInf;
+      for (std::int64_t j = 0; j < len; ++j) {
+        scores[j] = rows[j] == nullptr ? kNegInf : dot_f32(g.q + h * d, rows[j], d) * options.scale;
+        block_max = std::max(block_max, scores[j]);
       }
-      // Rows are re-read for the P·V pass below, so bf16 rows are converted into per-slot buffers.
-      rows[j] = kv.row(r, row_buf + j * d);
-      scores[j] = dot_f32(q, rows[j], d) * options.scale;
-      block_max = std::max(block_max, scores[j]);
+      const float new_max = std::max(g.running_max[h], block_max);
+      if (new_max == kNegInf) continue;  // nothing visible yet
+      const float rescale = std::exp(g.running_max[h] - new_max);
+      float* acc = g.acc + h * d;
+      for (std::int64_t i = 0; i < d; ++i) acc[i] *= rescale;
+      float block_sum = 0.0f;
+      for (std::int64_t j = 0; j < len; ++j) {
+        if (rows[j] == nullptr) continue;
+        const float p = std::exp(scores[j] - new_max);
+        block_sum += p;
+        kernels().axpy(options.round_probs_bf16 ? round_to_bf16(p) : p, rows[j], acc, d);
+      }
+      g.denom[h] = g.denom[h] * rescale + block_sum;
+      g.running_max[h] = new_max;
     }
-    const float new_max = std::max(running_max, block_max);
-    if (new_max == kNegInf) continue;  // nothing visible yet
-    const float rescale = std::exp(running_max - new_max);
-    float block_sum = 0.0f;
-    for (std::int64_t i = 0; i < d; ++i) acc[i] *= rescale;
-    for (std::int64_t j = 0; j < len; ++j) {
-      if (rows[j] == nullptr) continue;
-      const float p = std::exp(scores[j] - new_max);
-      block_sum += p;
-      const float pv = options.round_probs_bf16 ? round_to_bf16(p) : p;
-      kernels().axpy(pv, rows[j], acc, d);
-    }
-    denom = denom * rescale + block_sum;
-    running_max = new_max;
   }
-  if (running_max == kNegInf) return;  // no key at all: zero output
-  denom += std::exp(sink - running_max);
-  for (std::int64_t i = 0; i < d; ++i) acc[i] /= denom;
+  for (std::int64_t h = 0; h < g.heads; ++h) {
+    if (g.running_max[h] == kNegInf) continue;  // no key at all: zero output
+    const float denom = g.denom[h] + std::exp(g.sinks[h] - g.running_max[h]);
+    float* acc = g.acc + h * d;
+    for (std::int64_t i = 0; i < d; ++i) acc[i] /= denom;
+  }
 }
 
 }  // namespace
@@ -127,15 +141,23 @@ void CpuBackend::sparse_attention(const Tensor& q, std::span<const RowView> sour
   const Rows rq = as_rows(q, d);
   const Rows ro = as_rows(out, d);
   const float* sink = sinks.data<float>();
+  // Few tokens (decode): split the heads too, so every thread has work.
+  const std::int64_t threads = omp_get_max_threads();
+  const std::int64_t groups = t_count >= threads ? 1 : std::min(heads, (threads + t_count - 1) / t_count);
+  const std::int64_t per_group = (heads + groups - 1) / groups;
 #pragma omp parallel for schedule(dynamic, 1) collapse(2) if (worth_threads(t_count * heads * k_count * d))
   for (std::int64_t t = 0; t < t_count; ++t) {
-    for (std::int64_t h = 0; h < heads; ++h) {
-      const std::int64_t r = t * heads + h;
-      const float* qv = load_row(rq, r, scratch(0, d));
-      float* acc = scratch(1, d);
+    for (std::int64_t grp = 0; grp < groups; ++grp) {
+      const std::int64_t h0 = grp * per_group;
+      const std::int64_t nh = std::min(per_group, heads - h0);
+      if (nh <= 0) continue;
+      float* qbuf = scratch(0, static_cast<std::size_t>(nh * d));
+      for (std::int64_t h = 0; h < nh; ++h) load_row_into(rq, t * heads + h0 + h, qbuf + h * d);
+      float* acc = scratch(1, static_cast<std::size_t>(nh * (d + 2)));
       float* row_buf = scratch(2, static_cast<std::size_t>(options.block * d));
-      attend_one(qv, kv, idx + t * idx_stride, k_count, sink[h], options, acc, row_buf);
-      store_row(ro, r, acc);
+      const HeadGroup g{qbuf, sink + h0, nh, acc, acc + nh * d, acc + nh * d + nh};
+      attend_heads(g, kv, idx + t * idx_stride, k_count, options, row_buf);
+      for (std::int64_t h = 0; h < nh; ++h) store_row(ro, t * heads + h0 + h, acc + h * d);
     }
   }
 }
