@@ -478,11 +478,16 @@ ExprId SchemaConverter::object_value(const json& s, const std::string& path) {
   std::optional<ExprId> extra_member;
   if (additional) extra_member = g_.seq({json_key_excluding(g_, names), colon(), *additional});
   auto n = static_cast<int>(props.size());
-  std::vector<RuleId> after(n + 1);   // C[i]: something emitted, property i next
-  std::vector<RuleId> before(n + 1);  // F[i]: nothing emitted yet, property i next
+  // Rules chained by tail references, so the automaton shares every continuation: after[i] =
+  // something emitted, property i next; before[i] = nothing emitted yet; take[i] = emit property
+  // i, then after[i + 1] (one copy of each property's value whichever way it is reached).
+  std::vector<RuleId> after(n + 1);
+  std::vector<RuleId> before(n + 1);
+  std::vector<RuleId> take(n);
   for (int i = 0; i <= n; ++i) {
     after[i] = g_.add_unique_rule("obj_after");
     before[i] = g_.add_unique_rule("obj_before");
+    if (i < n) take[i] = g_.add_unique_rule("obj_take");
   }
   ExprId close = g_.seq({ws(), g_.byte('}')});
   ExprId extras = extra_member ? g_.star(g_.seq({comma(), *extra_member})) : g_.empty();
@@ -491,10 +496,10 @@ ExprId SchemaConverter::object_value(const json& s, const std::string& path) {
                                       : g_.byte('}'));
   for (int i = n - 1; i >= 0; --i) {
     ExprId member = g_.seq({g_.literal(json(props[i].name).dump()), colon(), props[i].value});
-    ExprId take_after = g_.seq({comma(), member, g_.ref(after[i + 1])});
-    ExprId take_first = g_.seq({member, g_.ref(after[i + 1])});
+    g_.set_body(take[i], g_.seq({member, g_.ref(after[i + 1])}));
+    ExprId take_after = g_.seq({comma(), g_.ref(take[i])});
     g_.set_body(after[i], props[i].required ? take_after : g_.alt({take_after, g_.ref(after[i + 1])}));
-    g_.set_body(before[i], props[i].required ? take_first : g_.alt({take_first, g_.ref(before[i + 1])}));
+    g_.set_body(before[i], props[i].required ? g_.ref(take[i]) : g_.alt({g_.ref(take[i]), g_.ref(before[i + 1])}));
   }
   return g_.seq({g_.byte('{'), ws(), g_.ref(before[0])});
 }
