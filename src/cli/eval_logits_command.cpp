@@ -10,6 +10,7 @@
 #include "common/logging.h"
 #include "model/deepseek_v4/loaded_model.h"
 #include "ops/backend.h"
+#include "ops/cuda/cuda_backend.h"
 
 namespace deepinfer::cli {
 namespace {
@@ -58,6 +59,7 @@ void register_eval_logits(CLI::App& app) {
     std::string ids;
     std::string output;
     int chunk = 512;
+    std::string device = "cpu";
   };
   auto opts = std::make_shared<Options>();
   opts->model.add_to(sub);
@@ -65,9 +67,12 @@ void register_eval_logits(CLI::App& app) {
   sub->add_option("--output,-o", opts->output, "Output .npy file: float32 [tokens, vocab]")->required();
   sub->add_option("--chunk", opts->chunk, "Tokens per forward pass (prefill chunk size)")
       ->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--device", opts->device, "Backend: cpu or cuda (GPU 0)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
   set_handler(sub, [opts] {
     const std::vector<std::int32_t> ids = parse_ids(opts->ids);
-    auto backend = ops::make_cpu_backend();
+    auto backend = opts->device == "cuda" ? ops::make_cuda_backend(0) : ops::make_cpu_backend();
     auto loaded = model::v4::open_model(opts->model.model_dir, opts->model.numeric_mode(), *backend);
     model::v4::Model& m = *loaded.model;
     const std::int64_t vocab = m.config().vocab_size;
