@@ -108,7 +108,7 @@ void PreTokenizer::add_json(const nlohmann::json& config, const std::string& whe
     DI_CHECK(pattern_it != config.end() && pattern_it->is_object() && pattern_it->size() == 1,
              "{}.pattern: expected {{\"Regex\": ...}} or {{\"String\": ...}}", where);
     const std::string kind = pattern_it->begin().key();
-    const nlohmann::json& text = pattern_it->begin().value();
+    const nlohmann::json& text = pattern_it->front();  // front(), not begin().value(): no temporary iterator (gcc 13 -Wdangling-reference)
     DI_CHECK((kind == "Regex" || kind == "String") && text.is_string(),
              "{}.pattern: expected {{\"Regex\": ...}} or {{\"String\": ...}}, got {}", where, pattern_it->dump());
     Step step;
