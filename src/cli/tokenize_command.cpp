@@ -60,6 +60,7 @@ void register_tokenize(CLI::App& app) {
   struct Options {
     std::string tokenizer;
     bool add_special_tokens = false;
+    bool split_special_tokens = false;
     bool skip_special_tokens = false;
   };
   auto options = std::make_shared<Options>();
@@ -69,13 +70,17 @@ void register_tokenize(CLI::App& app) {
   tokenize->add_option("--tokenizer", options->tokenizer, "tokenizer.json or a model directory holding it")->required();
   tokenize->add_flag("--add-special-tokens", options->add_special_tokens,
                      "add BOS/EOS as tokenizer_config.json (or the post_processor) says");
+  tokenize->add_flag("--split-special-tokens", options->split_special_tokens,
+                     "encode the text of special tokens as plain text (for untrusted input)");
   set_handler(tokenize, [options] {
     const auto tok = tokenizer::Tokenizer::load(options->tokenizer);
+    const tokenizer::EncodeOptions encode_options{.add_special_tokens = options->add_special_tokens,
+                                                  .split_special_tokens = options->split_special_tokens};
     std::vector<tokenizer::TokenId> ids;
     return for_each_line("tokenize", [&](const json& value) {
       DI_CHECK(value.is_string(), "expected a JSON string, got {}", type_name(value));
       ids.clear();
-      tok.encode_into(value.get_ref<const std::string&>(), options->add_special_tokens, ids);
+      tok.encode_into(value.get_ref<const std::string&>(), encode_options, ids);
       return json(ids).dump();
     });
   });

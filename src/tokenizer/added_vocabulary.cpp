@@ -100,24 +100,25 @@ std::size_t AddedVocabulary::whitespace_end_after(std::string_view text, std::si
   return start;
 }
 
-void AddedVocabulary::split(std::string_view text, std::vector<Segment>& out) const {
+void AddedVocabulary::split(std::string_view text, bool skip_special, std::vector<Segment>& out) const {
   if (raw_trie_.empty() && normalized_trie_.empty()) {
     if (!text.empty()) out.push_back({text, std::nullopt});
     return;
   }
   thread_local std::vector<Segment> first_pass;
   first_pass.clear();
-  split_with(raw_trie_, text, first_pass);
+  split_with(raw_trie_, text, skip_special, first_pass);
   for (const Segment& segment : first_pass) {
     if (segment.token) out.push_back(segment);
-    else split_with(normalized_trie_, segment.text, out);
+    else split_with(normalized_trie_, segment.text, skip_special, out);
   }
 }
 
-// HF's find_matches: iterate the leftmost-longest non-overlapping matches; a match failing its
-// single_word test is skipped (its span is not searched again); lstrip/rstrip widen the match
-// over neighbouring whitespace.
-void AddedVocabulary::split_with(const Trie& trie, std::string_view text, std::vector<Segment>& out) const {
+// HF's find_matches: iterate the leftmost-longest non-overlapping matches; a match that is
+// skipped (a special token under skip_special, or failing its single_word test) stays text and its
+// span is not searched again; lstrip/rstrip widen the match over neighbouring whitespace.
+void AddedVocabulary::split_with(const Trie& trie, std::string_view text, bool skip_special,
+                                 std::vector<Segment>& out) const {
   if (text.empty()) return;
   if (trie.empty()) {
     out.push_back({text, std::nullopt});
@@ -139,6 +140,7 @@ void AddedVocabulary::split_with(const Trie& trie, std::string_view text, std::v
     std::size_t start = pos;
     std::size_t stop = pos + match->second;
     pos = stop;
+    if (skip_special && token.special) continue;
     if (token.single_word) {
       const bool start_space = start == 0 || !is_word_char_before(text, start);
       const bool stop_space = stop == text.size() || !is_word_char_at(text, stop);

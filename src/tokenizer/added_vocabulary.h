@@ -33,7 +33,8 @@ class AddedVocabulary {
   // Splits text into segments: first on the tokens with normalized=false over the raw text,
   // then on the normalized=true ones inside the remaining pieces (our supported normalizers are
   // the identity, so no normalization happens in between). Appends to out in order.
-  void split(std::string_view text, std::vector<Segment>& out) const;
+  // skip_special: leave special tokens' text in place (HF's encode_special_tokens).
+  void split(std::string_view text, bool skip_special, std::vector<Segment>& out) const;
 
  private:
   // A byte trie over token contents for leftmost-longest matching.
@@ -50,7 +51,7 @@ class AddedVocabulary {
     std::optional<std::pair<std::int32_t, std::size_t>> longest_at(std::string_view text, std::size_t pos) const;
   };
 
-  void split_with(const Trie& trie, std::string_view text, std::vector<Segment>& out) const;
+  void split_with(const Trie& trie, std::string_view text, bool skip_special, std::vector<Segment>& out) const;
   bool is_word_char_before(std::string_view text, std::size_t end) const;
   bool is_word_char_at(std::string_view text, std::size_t pos) const;
   std::size_t whitespace_start_before(std::string_view text, std::size_t end) const;

@@ -48,6 +48,11 @@ Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view
 }
 
 void Tokenizer::encode_into(std::string_view text, bool add_special_tokens, std::vector<TokenId>& out) const {
+  encode_into(text, EncodeOptions{.add_special_tokens = add_special_tokens, .split_special_tokens = false}, out);
+}
+
+void Tokenizer::encode_into(std::string_view text, const EncodeOptions& options, std::vector<TokenId>& out) const {
+  const bool add_special_tokens = options.add_special_tokens;
   std::string repaired;
   if (!utf8::is_valid(text)) {
     repaired = utf8::to_valid(text);
@@ -56,7 +61,7 @@ void Tokenizer::encode_into(std::string_view text, bool add_special_tokens, std:
   if (add_special_tokens) out.insert(out.end(), impl_->prefix.begin(), impl_->prefix.end());
   thread_local std::vector<Segment> segments;
   segments.clear();
-  impl_->added.split(text, segments);
+  impl_->added.split(text, options.split_special_tokens, segments);
   const BpeModel& model = impl_->model;
   WordCache& cache = model.thread_cache();
   const std::function<void(std::string_view)> encode_word = [&](std::string_view word) {
@@ -69,11 +74,15 @@ void Tokenizer::encode_into(std::string_view text, bool add_special_tokens, std:
   if (add_special_tokens) out.insert(out.end(), impl_->suffix.begin(), impl_->suffix.end());
 }
 
-std::vector<TokenId> Tokenizer::encode(std::string_view text, bool add_special_tokens) const {
+std::vector<TokenId> Tokenizer::encode(std::string_view text, const EncodeOptions& options) const {
   std::vector<TokenId> ids;
   ids.reserve(text.size() / 3 + 4);
-  encode_into(text, add_special_tokens, ids);
+  encode_into(text, options, ids);
   return ids;
+}
+
+std::vector<TokenId> Tokenizer::encode(std::string_view text, bool add_special_tokens) const {
+  return encode(text, EncodeOptions{.add_special_tokens = add_special_tokens, .split_special_tokens = false});
 }
 
 std::vector<std::vector<TokenId>> Tokenizer::encode_batch(std::span<const std::string> texts, bool add_special_tokens,

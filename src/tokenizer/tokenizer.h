@@ -27,6 +27,15 @@ struct SpecialTokens {
   std::optional<TokenId> unk;
 };
 
+struct EncodeOptions {
+  // Add BOS/EOS as tokenizer_config.json's add_bos_token/add_eos_token say (transformers'
+  // behaviour), else as tokenizer.json's post_processor says.
+  bool add_special_tokens = false;
+  // Encode the text of special added tokens as ordinary text instead of as the token (HF's
+  // encode_special_tokens): for untrusted input that must not inject control tokens.
+  bool split_special_tokens = false;
+};
+
 class Tokenizer {
  public:
   // path: a tokenizer.json file, or a model directory holding tokenizer.json (and, optionally,
@@ -47,8 +56,10 @@ class Tokenizer {
   // add_special_tokens: add BOS/EOS as tokenizer_config.json's add_bos_token/add_eos_token say
   // (transformers' behaviour), else as tokenizer.json's post_processor says.
   std::vector<TokenId> encode(std::string_view text, bool add_special_tokens = false) const;
+  std::vector<TokenId> encode(std::string_view text, const EncodeOptions& options) const;
   // Same, appending to out (no allocation once out has capacity).
   void encode_into(std::string_view text, bool add_special_tokens, std::vector<TokenId>& out) const;
+  void encode_into(std::string_view text, const EncodeOptions& options, std::vector<TokenId>& out) const;
   // Encodes every text, spread over the pool's workers (and the calling thread).
   std::vector<std::vector<TokenId>> encode_batch(std::span<const std::string> texts, bool add_special_tokens,
                                                  ThreadPool& pool) const;

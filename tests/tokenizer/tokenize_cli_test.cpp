@@ -98,6 +98,9 @@ TEST_F(TokenizeCli, BadLinesAreReportedByNumberAndTheRestIsProcessed) {
   EXPECT_NE(result.err.find("line 5: not JSON"), std::string::npos) << result.err;
   EXPECT_NE(result.err.find("line 6: not JSON"), std::string::npos) << result.err;  // lone surrogate
   EXPECT_NE(result.err.find("4 of 7 lines failed"), std::string::npos) << result.err;
+  const auto split = run("tokenize --split-special-tokens --tokenizer " + tok, "\"a<s>\"\n");
+  EXPECT_EQ(split.exit_code, 0) << split.err;
+  EXPECT_EQ(split.out_lines, (std::vector<std::string>{"[97,60,115,62]"}));
 }
 
 TEST_F(TokenizeCli, DetokenizeRejectsBadIdsPerLine) {

@@ -130,6 +130,21 @@ TEST(AddedTokens, HonourSingleWordLstripRstrip) {
   EXPECT_EQ(tok.encode("<t> \n b"), (std::vector<TokenId>{258, 'b'}));
 }
 
+// HF's encode_special_tokens: special tokens' text is encoded as text; other added tokens are
+// still found, except inside the span of a skipped special match (expected ids from HF).
+TEST(AddedTokens, SplitSpecialTokensEncodesTheirTextAsText) {
+  auto tok = Tokenizer::from_json(tiny_tokenizer_json(
+      {"a b"}, kGpt2,
+      json::array({added("<s>", 257), added("<u>", 258, {{"special", false}}),
+                   added("s>x", 259, {{"special", false}})})));
+  const EncodeOptions split{.add_special_tokens = false, .split_special_tokens = true};
+  EXPECT_EQ(tok.encode("a<s>b<u>c", split), (std::vector<TokenId>{97, 60, 115, 62, 98, 258, 99}));
+  EXPECT_EQ(tok.encode("<s>x", split), (std::vector<TokenId>{60, 115, 62, 120}));
+  EXPECT_EQ(tok.encode("ab<u><s>", split), (std::vector<TokenId>{256, 258, 60, 115, 62}));
+  EXPECT_EQ(tok.encode("ab<u><s>"), (std::vector<TokenId>{256, 258, 257}));
+  EXPECT_EQ(tok.encode("<s>x"), (std::vector<TokenId>{257, 120}));
+}
+
 TEST(AddedTokens, TakeTheIdsHfAssignsNotTheListedOnes) {
   // HF ignores "id": an existing vocabulary string keeps its id, new ones count up from the
   // vocabulary size.
