@@ -16,3 +16,11 @@ for shared in /work/shared ../shared; do
 done
 ./build/release/src/cli/deepinfer make-tiny --output build/tiny-v4 --seed 0 ${tokenizer_args[@]+"${tokenizer_args[@]}"}
 ./build/release/src/cli/deepinfer inspect build/tiny-v4
+# Generate from a prompt through the engine (text with the real tokenizer, else token ids).
+if [ ${#tokenizer_args[@]} -gt 0 ]; then
+  ./build/release/src/cli/deepinfer generate --model build/tiny-v4 --prompt "The capital of France is" \
+    --max-tokens 16 --temperature 0 --json
+else
+  ./build/release/src/cli/deepinfer generate --model build/tiny-v4 --prompt-ids 0,1,2,3 --max-tokens 16 \
+    --temperature 0 --json
+fi

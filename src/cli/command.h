@@ -21,5 +21,7 @@ void register_make_tiny(CLI::App& app);
 // `eval-logits` (eval_logits_command.cpp) and `perplexity` (perplexity_command.cpp).
 void register_eval_logits(CLI::App& app);
 void register_perplexity(CLI::App& app);
+// `generate` (generate_command.cpp): offline generation through deepinfer::LLM.
+void register_generate(CLI::App& app);
 
 }  // namespace deepinfer::cli

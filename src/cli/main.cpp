@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   cli::register_make_tiny(app);
   cli::register_eval_logits(app);
   cli::register_perplexity(app);
+  cli::register_generate(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -84,7 +84,11 @@ LLM::LLM(const std::string& model_dir, LLMOptions options) : impl_(std::make_uni
                                        : static_cast<std::int32_t>(std::min<std::int64_t>(max_pos, 8192));
   const std::int32_t multiple = opened.runner->cache_spec().page_size_multiple();
   config.cache.page_size = std::max(1, (64 + multiple - 1) / multiple) * multiple;
-  config.cache.num_pages = options.num_pages;
+  // Without an explicit count: room for four sequences of max_model_len (a memory budget sized
+  // for real models would make millions of pages for a tiny one).
+  const std::int32_t per_seq = (config.scheduler.max_model_len + config.cache.page_size - 1) / config.cache.page_size;
+  config.cache.num_pages = options.num_pages > 0 ? options.num_pages : 4 * per_seq;
+  config.cache.num_snapshot_slots = std::min(options.max_num_seqs, 16);
   config.cache.memory_bytes = options.cache_memory_bytes;
   config.cache.enable_prefix_caching = options.enable_prefix_caching;
   config.seed = options.seed;

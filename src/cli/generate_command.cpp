@@ -1,0 +1,169 @@
+// `deepinfer generate`: offline generation through deepinfer::LLM for one prompt (text or ids) or
+// a JSONL file of prompts with per-line sampling fields; plain text or one JSON object per prompt.
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/command.h"
+#include "cli/model_options.h"
+#include "common/error.h"
+#include "deepinfer/llm.h"
+
+namespace deepinfer::cli {
+namespace {
+
+// "1,2,3" read as the JSON array [1,2,3], so every item must be a plain non-negative integer.
+std::vector<std::int32_t> parse_prompt_ids(const std::string& text) {
+  const auto j = nlohmann::json::parse("[" + text + "]", nullptr, false);
+  DI_CHECK(!j.is_discarded() && !j.empty(), "--prompt-ids '{}': expected comma-separated token ids", text);
+  std::vector<std::int32_t> ids;
+  for (const auto& v : j) {
+    DI_CHECK(v.is_number_unsigned() && v.get<std::uint64_t>() <= INT32_MAX, "--prompt-ids: {} (item {}) is not a token id",
+             v.dump(), ids.size() + 1);
+    ids.push_back(v.get<std::int32_t>());
+  }
+  return ids;
+}
+
+// One request of the run: its prompt and params, or why its input line was rejected.
+struct Request {
+  Prompt prompt;
+  SamplingParams params;
+  std::optional<std::string> error;
+};
+
+// A JSONL line: {"prompt": "..."} or {"prompt_ids": [...]}, plus sampling fields over `base`.
+Request parse_line(const std::string& line, std::size_t line_no, const std::string& file, const SamplingParams& base) {
+  Request r;
+  try {
+    const auto j = nlohmann::json::parse(line);
+    DI_CHECK(j.is_object(), "not a JSON object");
+    DI_CHECK(j.contains("prompt") != j.contains("prompt_ids"), "give exactly one of \"prompt\" and \"prompt_ids\"");
+    nlohmann::json fields = base.to_json();
+    for (const auto& [key, value] : j.items()) {
+      if (key == "prompt") {
+        DI_CHECK(value.is_string(), "\"prompt\" must be a string");
+        r.prompt = Prompt::from_text(value.get<std::string>());
+      } else if (key == "prompt_ids") {
+        DI_CHECK(value.is_array(), "\"prompt_ids\" must be an array of token ids");
+        for (const auto& v : value) {
+          DI_CHECK(v.is_number_integer(), "\"prompt_ids\" holds {}, not a token id", v.dump());
+          r.prompt.token_ids.push_back(v.get<std::int32_t>());
+        }
+      } else {
+        DI_CHECK(SamplingParams::is_field(key), "unknown field \"{}\"", key);
+        fields[key] = value;
+      }
+    }
+    r.params = SamplingParams::from_json(fields);
+  } catch (const std::exception& e) {
+    r.error = fmt::format("{} line {}: {}", file, line_no, e.what());
+  }
+  return r;
+}
+
+nlohmann::json to_json(const RequestResult& r, const std::optional<std::string>& input_error) {
+  nlohmann::json j;
+  j["prompt_ids"] = r.prompt_token_ids;
+  if (input_error || r.error) {
+    j["error"] = input_error ? *input_error : *r.error;
+    return j;
+  }
+  const CompletionResult& c = r.outputs.at(0);
+  j["token_ids"] = c.token_ids;
+  j["text"] = c.text ? nlohmann::json(*c.text) : nlohmann::json(nullptr);
+  j["finish_reason"] = c.finish_reason;
+  return j;
+}
+
+struct Options {
+  ModelOptions model;
+  std::string prompt, prompt_ids, input, device = "cpu";
+  std::int32_t max_tokens = 64;
+  float temperature = 1.0f, top_p = 1.0f;
+  std::int32_t top_k = -1;
+  std::optional<std::uint64_t> seed;
+  bool ignore_eos = false, json = false;
+};
+
+std::vector<Request> read_requests(const Options& o, const SamplingParams& base) {
+  std::vector<Request> requests;
+  if (!o.prompt.empty()) requests.push_back({Prompt::from_text(o.prompt), base, std::nullopt});
+  if (!o.prompt_ids.empty()) requests.push_back({Prompt::from_ids(parse_prompt_ids(o.prompt_ids)), base, std::nullopt});
+  if (!o.input.empty()) {
+    std::ifstream in(o.input);
+    DI_CHECK(in.good(), "--input {}: cannot open the file", o.input);
+    std::string line;
+    for (std::size_t no = 1; std::getline(in, line); ++no) {
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      requests.push_back(parse_line(line, no, o.input, base));
+    }
+  }
+  DI_CHECK(requests.size() > 0, "no prompt: give --prompt, --prompt-ids or a non-empty --input file");
+  return requests;
+}
+
+int run_generate(const Options& o) {
+  DI_CHECK(o.prompt.empty() + o.prompt_ids.empty() + o.input.empty() == 2,
+           "give exactly one of --prompt, --prompt-ids and --input");
+  SamplingParams base;
+  base.max_tokens = o.max_tokens;
+  base.temperature = o.temperature;
+  base.top_p = o.top_p;
+  base.top_k = o.top_k;
+  base.seq_seed = o.seed;
+  base.ignore_eos = o.ignore_eos;
+  const std::vector<Request> requests = read_requests(o, base);
+  LLMOptions options;
+  options.device = o.device;
+  if (!o.model.mode.empty()) options.mode = o.model.mode;
+  LLM llm(o.model.model_dir, options);
+  // Rejected lines take no part in the run; their error is printed at their place.
+  std::vector<Prompt> prompts;
+  std::vector<SamplingParams> params;
+  for (const Request& r : requests) {
+    if (r.error) continue;
+    prompts.push_back(r.prompt);
+    params.push_back(r.params);
+  }
+  const std::vector<RequestResult> results = prompts.empty() ? std::vector<RequestResult>{} : llm.generate(prompts, params);
+  int rc = 0;
+  std::size_t k = 0;
+  for (const Request& r : requests) {
+    const RequestResult res = r.error ? RequestResult{} : results[k++];
+    if (r.error || res.error) rc = 1;
+    if (o.json) {
+      std::cout << to_json(res, r.error).dump() << "\n";
+    } else if (r.error || res.error) {
+      std::cerr << "deepinfer: error: " << (r.error ? *r.error : *res.error) << "\n";
+    } else {
+      const CompletionResult& c = res.outputs.at(0);
+      std::cout << (c.text ? *c.text : nlohmann::json(c.token_ids).dump()) << "\n";
+    }
+  }
+  std::cout.flush();
+  return rc;
+}
+
+}  // namespace
+
+void register_generate(CLI::App& app) {
+  auto* sub = app.add_subcommand("generate", "Generate text for prompts (offline, through the engine)");
+  auto opts = std::make_shared<Options>();
+  opts->model.add_to(sub);
+  sub->add_option("--prompt", opts->prompt, "Prompt text (needs the model's tokenizer.json)");
+  sub->add_option("--prompt-ids", opts->prompt_ids, "Prompt token ids, comma separated");
+  sub->add_option("--input", opts->input,
+                  "JSONL file: one {\"prompt\": ...} or {\"prompt_ids\": [...]} per line, with optional sampling fields");
+  sub->add_option("--max-tokens", opts->max_tokens, "Tokens to generate at most")->check(CLI::Range(0, 1 << 30));
+  sub->add_option("--temperature", opts->temperature, "Sampling temperature (0: greedy)");
+  sub->add_option("--top-p", opts->top_p, "Nucleus sampling mass in (0, 1]");
+  sub->add_option("--top-k", opts->top_k, "Keep the k most likely tokens (-1: off)");
+  sub->add_option("--seed", opts->seed, "Per-request seed (seq_seed): reproducible sampling");
+  sub->add_flag("--ignore-eos", opts->ignore_eos, "Keep generating past EOS");
+  sub->add_flag("--json", opts->json, "One JSON object per prompt: prompt_ids, token_ids, text, finish_reason");
+  sub->add_option("--device", opts->device, "cpu, cuda or cuda:N");
+  set_handler(sub, [opts] { return run_generate(*opts); });
+}
+
+}  // namespace deepinfer::cli
