@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <unordered_map>
 #include <vector>
 
 #include "grammar/automaton.h"
@@ -70,12 +71,34 @@ class PairSet {
 
 class Pda {
  public:
+  // Parse stacks kept per step. Unambiguous and mildly ambiguous grammars stay far below; a
+  // grammar whose ambiguity grows exponentially (A ::= B | C with B, C alike) is pruned here to
+  // bound the time per token, which can only remove continuations, never allow a wrong one.
+  static constexpr std::size_t kMaxStacks = 4096;
+
   explicit Pda(const Automaton& a) : a_(a) {}
 
   std::vector<StackNode>& arena() { return arena_; }
   std::int32_t push(std::int32_t state, std::int32_t parent) {
     arena_.push_back(StackNode{state, parent});
     return static_cast<std::int32_t>(arena_.size() - 1);
+  }
+
+  // A node for (state, parent), reusing an existing identical one: return frames are shared, so
+  // equal stacks have equal ids and ambiguous grammars keep a polynomial number of stacks.
+  // Entries of truncated nodes are detected by re-checking the arena, so no cleanup is needed.
+  std::int32_t intern(std::int32_t state, std::int32_t parent) {
+    std::uint64_t key = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(state)) << 32) |
+                        static_cast<std::uint32_t>(parent);
+    auto [it, inserted] = frames_.try_emplace(key, 0);
+    if (!inserted) {
+      std::int32_t id = it->second;
+      if (id < static_cast<std::int32_t>(arena_.size()) && arena_[id].state == state && arena_[id].parent == parent) {
+        return id;
+      }
+    }
+    it->second = push(state, parent);
+    return it->second;
   }
 
   // Expands kernel nodes through calls and completions into the configurations that can consume
@@ -99,9 +122,10 @@ class Pda {
       work_.pop_back();
       if (!seen_.insert(c.state, c.parent)) continue;
       if (a_.consumes_bytes(c.state)) ready.push_back(c);
+      if (ready.size() >= kMaxStacks) break;
       if (a_.has_calls(c.state)) {
         for (const CallEdge* e = a_.calls_begin(c.state); e != a_.calls_end(c.state); ++e) {
-          std::int32_t ret = push(e->return_state, c.parent);
+          std::int32_t ret = intern(e->return_state, c.parent);
           work_.push_back(StackNode{a_.rule_start(e->rule), ret});
         }
       }
@@ -128,6 +152,7 @@ class Pda {
     for (const StackNode& c : ready) {
       std::int32_t t = a_.next(c.state, b);
       if (t >= 0 && seen_.insert(t, c.parent)) out.push_back(push(t, c.parent));
+      if (out.size() >= kMaxStacks) break;
     }
   }
 
@@ -146,6 +171,7 @@ class Pda {
  private:
   const Automaton& a_;
   std::vector<StackNode> arena_;
+  std::unordered_map<std::uint64_t, std::int32_t> frames_;
   std::vector<StackNode> work_;
   std::vector<StackNode> ready_;
   std::vector<std::int32_t> tmp_;

@@ -115,6 +115,21 @@ TEST(Matcher, RejectedTokenLeavesStateUnchanged) {
   EXPECT_TRUE(m.can_stop());
 }
 
+TEST(Matcher, ExponentiallyAmbiguousGrammarKeepsWorkingWithBoundedStacks) {
+  auto vocab = small_vocab();
+  // Every "x" can be a b or a c: 2^n parse stacks without sharing or pruning.
+  auto g = compile(ConstraintKind::kEbnf, "root ::= a\na ::= b | c\nb ::= \"x\" a?\nc ::= \"x\" a?", vocab);
+  Matcher m(g);
+  std::vector<std::uint32_t> mask(vocab->bitmask_words());
+  for (int i = 0; i < 20; ++i) {  // 2^20 stacks unpruned
+    m.fill_next_token_bitmask(mask);
+    ASSERT_TRUE(bit(mask, 'x'));
+    ASSERT_EQ(bit(mask, vocab->end_ids()[0]), i > 0);
+    ASSERT_TRUE(m.accept_token('x'));
+  }
+  EXPECT_TRUE(m.can_stop());
+}
+
 TEST(Matcher, ApplyBitmaskSetsDisallowedLogitsToMinusInfinity) {
   std::vector<float> logits(70, 1.0f);
   std::vector<std::uint32_t> mask = {0b101u, 1u << 31};
