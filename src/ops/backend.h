@@ -3,6 +3,10 @@
 // capture graphs); activations may be f32 or bf16 — each op computes in f32 and rounds to the
 // output tensor's dtype. Every op is row-wise batch invariant: an output row depends only on
 // its own inputs, never on how many rows were computed together.
+// Aliasing: rope, hadamard and fake_quant_* work in place by definition; rms_norm (out == x),
+// scale and add (out == a), swiglu (out == gate) and convert may write over their input; every
+// other op's outputs must not overlap its inputs (hc_post in particular reads every stream of a
+// token to write each one).
 #pragma once
 
 #include <cstdint>

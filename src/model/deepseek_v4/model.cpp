@@ -56,8 +56,10 @@ ops::CompressorState fresh_compressor(ops::Backend& be, int ratio, bool overlap,
   return s;
 }
 
+// One block: the stream goes `stream` → `other` (attention) → `stream` (MoE). hc_post never
+// writes over the residual it reads (the op contract forbids that overlap).
 void block_forward(ForwardContext& cx, const io::LayerSpec& spec, const LayerWeights& w, const Step& step,
-                   Tensor& stream) {
+                   Tensor& stream, Tensor& other) {
   ops::Backend& be = cx.backend;
   const io::ModelConfig& c = cx.config;
   const std::int64_t t = step.tokens, n = c.hc_mult;
@@ -70,12 +72,12 @@ void block_forward(ForwardContext& cx, const io::LayerSpec& spec, const LayerWei
   be.hc_pre(stream, w.hc_attn, hc, x, post, comb);
   be.rms_norm(x, &w.attn_norm, cx.eps(), x);
   attention_forward(cx, spec, w.attn, step, x, y);
-  be.hc_post(y, stream, post, comb, stream);
+  be.hc_post(y, stream, post, comb, other);
 
-  be.hc_pre(stream, w.hc_ffn, hc, x, post, comb);
+  be.hc_pre(other, w.hc_ffn, hc, x, post, comb);
   be.rms_norm(x, &w.ffn_norm, cx.eps(), x);
   moe_forward(cx, spec, w.moe, step, x, y);
-  be.hc_post(y, stream, post, comb, stream);
+  be.hc_post(y, other, post, comb, stream);
 }
 
 }  // namespace
@@ -171,9 +173,11 @@ void Model::forward(std::span<const Chunk> chunks, Tensor& logits) {
 
   const std::int64_t n = config_.hc_mult, dim = config_.hidden_size;
   Tensor stream = step_ws_.alloc(Shape{step.tokens, n, dim}, numerics_.act);
+  Tensor stream_mid = step_ws_.alloc(Shape{step.tokens, n, dim}, numerics_.act);
   backend_.embedding(step.ids, weights_.embed, stream);
   for (int layer = 0; layer < config_.num_layers; ++layer) {
-    block_forward(cx, config_.layer(layer), weights_.layers[static_cast<std::size_t>(layer)], step, stream);
+    block_forward(cx, config_.layer(layer), weights_.layers[static_cast<std::size_t>(layer)], step, stream,
+                  stream_mid);
     layer_ws_.release(layer_start);
   }
 
