@@ -23,5 +23,7 @@ void register_eval_logits(CLI::App& app);
 void register_perplexity(CLI::App& app);
 // `generate` (generate_command.cpp): offline generation through deepinfer::LLM.
 void register_generate(CLI::App& app);
+// `serve` (serve_command.cpp): the OpenAI-compatible HTTP server; built where cpp-httplib is.
+void register_serve(CLI::App& app);
 
 }  // namespace deepinfer::cli

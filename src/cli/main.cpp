@@ -31,6 +31,9 @@ int main(int argc, char** argv) {
   cli::register_eval_logits(app);
   cli::register_perplexity(app);
   cli::register_generate(app);
+#ifdef DEEPINFER_HAVE_SERVER
+  cli::register_serve(app);
+#endif
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

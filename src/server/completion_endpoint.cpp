@@ -115,12 +115,19 @@ Reply handle_completions(const EndpointContext& ctx, std::string_view body) {
   // Tokenise and check every prompt before anything reaches the engine.
   std::vector<std::vector<int32_t>> prompts;
   std::vector<int> budgets;
+  std::vector<std::string> echoes;
   for (std::size_t i = 0; i < request.prompts.size(); ++i) {
     const auto& p = request.prompts[i];
     prompts.push_back(p.is_tokens ? p.token_ids : codec.encode(p.text, request.add_special_tokens));
     const std::string field = request.prompts.size() == 1 ? "prompt" : fmt::format("prompt[{}]", i);
     budgets.push_back(resolve_max_tokens(ctx, prompts.back().size(), request.common.max_tokens,
                                          kDefaultCompletionTokens, field.c_str()));
+    if (!request.echo) continue;
+    try {
+      echoes.push_back(p.is_tokens ? codec.decode(p.token_ids, false) : p.text);
+    } catch (const Error& e) {  // an id the tokenizer does not have
+      throw ApiError(400, e.what(), field);
+    }
   }
   state->session = std::make_unique<GenerationSession>(ctx.backend, ctx.metrics, state->meta.id);
   for (std::size_t i = 0; i < prompts.size(); ++i) {
@@ -129,7 +136,7 @@ Reply handle_completions(const EndpointContext& ctx, std::string_view body) {
     submit_choices(*state->session, prompts[i], sampling, request.common.n);
     for (int j = 0; j < request.common.n; ++j) {
       CompletionChoice choice;
-      if (request.echo) choice.echo = request.prompts[i].is_tokens ? codec.decode(prompts[i], false) : request.prompts[i].text;
+      if (request.echo) choice.echo = echoes[i];
       state->choices.push_back(std::move(choice));
     }
   }

@@ -128,7 +128,11 @@ Reply handle_detokenize(const EndpointContext& ctx, std::string_view body) {
   const auto& codec = ctx.backend.codec();
   const auto request = parse_detokenize_request(parse_json_body(body), codec.vocab_size());
   resolve_model_name(ctx, request.model);
-  return {200, "application/json", reply_json({{"prompt", codec.decode(request.tokens, false)}}), nullptr};
+  try {
+    return {200, "application/json", reply_json({{"prompt", codec.decode(request.tokens, false)}}), nullptr};
+  } catch (const Error& e) {  // an id the tokenizer does not have
+    throw ApiError(400, e.what(), "tokens");
+  }
 }
 
 }  // namespace deepinfer::server

