@@ -59,8 +59,8 @@ def make_requests(args, rng):
 
 def chunk_has_token(chunk, endpoint):
     for choice in chunk.get("choices", []):
-        if endpoint == "completions" and choice.get("text"):
-            return True
+        if endpoint == "completions":
+            return True  # the server sends a completion chunk per step that made tokens
         delta = choice.get("delta", {})
         if delta.get("content") or delta.get("reasoning_content") or delta.get("tool_calls"):
             return True

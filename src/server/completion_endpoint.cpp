@@ -78,7 +78,9 @@ struct CompletionState {
     std::string out;
     if (!choice.error.empty()) out += sse_event(error_body(500, choice.error));
     const bool has_logprobs = !choice.logprobs.empty();
-    if (text.empty() && !has_logprobs && !item.output.finished) return out;
+    // Like vLLM, a chunk per step that made tokens, even when their text is still held back (a
+    // partial character) or empty (a token without text), so clients can count and time tokens.
+    if (item.output.token_ids.empty() && !has_logprobs && !item.output.finished) return out;
     const bool last = item.output.finished;
     out += chunk(item.choice, text, has_logprobs ? choice.logprobs.take() : nlohmann::json(nullptr),
                  last ? choice.finish_reason : nlohmann::json(nullptr), last ? choice.stop_reason : nlohmann::json(nullptr));
