@@ -14,6 +14,7 @@
 #include "cli/model_options.h"
 #include "common/error.h"
 #include "deepinfer/llm.h"
+#include "grammar/engine_constraint.h"
 #include "model/deepseek_v4/paged_runner.h"
 #include "server/engine_backend.h"
 #include "server/http_server.h"
@@ -126,6 +127,14 @@ std::unique_ptr<server::EngineBackend> open_backend(ServeOptions& o) {
   backend.chat_format = chat_format_for(o.chat_format, model_config);
   backend.max_queued_requests = o.max_queued_requests;
   auto engine = std::make_unique<engine::Engine>(config, std::move(opened.runner), server::make_detokenizer(tokenizer));
+  // Structured outputs: grammar constraints over the tokenizer's vocabulary, gated on the
+  // end-of-thinking token where the tokenizer has one.
+  std::optional<std::int32_t> think_end;
+  if (const auto ids = tokenizer->encode("</think>", false); ids.size() == 1) think_end = ids[0];
+  engine->set_constraint_factory(std::make_shared<grammar::GrammarConstraintFactory>(
+      grammar::vocabulary_from_tokenizer(*tokenizer, engine->vocab_size(), config.eos_token_ids), nullptr, think_end));
+  backend.structured_outputs = true;
+  backend.structured_outputs_after_thinking = think_end.has_value();
   return std::make_unique<server::EngineBackend>(std::move(engine), tokenizer, backend);
 }
 

@@ -172,6 +172,12 @@ Reply handle_chat_completions(const EndpointContext& ctx, std::string_view body)
   state->meta = {make_response_id("chatcmpl-"), unix_time_now(), resolve_model_name(ctx, request.common.model)};
   const EncodedChat prompt = encode_chat_request(ctx, request.encode_request);
   state->thinking = prompt.thinking;
+  if (prompt.thinking && !request.common.sampling.structured_output.is_null() &&
+      !ctx.backend.model_info().structured_output_after_thinking)
+    throw ApiError(400,
+                   "structured outputs cannot yet follow the reasoning of this model: turn thinking off "
+                   "(chat_template_kwargs: {\"thinking\": false})",
+                   "response_format");
   SamplingOptions sampling = request.common.sampling;
   sampling.max_tokens =
       resolve_max_tokens(ctx, prompt.token_ids.size(), request.common.max_tokens, std::nullopt, "messages");

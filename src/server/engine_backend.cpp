@@ -163,6 +163,7 @@ EngineBackend::EngineBackend(std::unique_ptr<engine::Engine> engine,
   info_.model_path = options_.model_path;
   info_.max_model_len = engine_->config().scheduler.max_model_len;
   info_.supports_structured_output = options_.structured_outputs;
+  info_.structured_output_after_thinking = options_.structured_outputs && options_.structured_outputs_after_thinking;
   max_in_flight_ = engine_->config().scheduler.max_num_seqs + std::max(options_.max_queued_requests, 0);
   publish_stats();
   thread_ = std::thread([this] { loop(); });

@@ -29,6 +29,8 @@ struct EngineBackendOptions {
   // The engine has a constraint factory (Engine::set_constraint_factory): requests may carry
   // response_format / regex / grammar constraints.
   bool structured_outputs = false;
+  // ... and its constraints start after the end-of-thinking token (ModelInfo's field of that name).
+  bool structured_outputs_after_thinking = false;
 };
 
 // The engine's Detokenizer over the tokenizer's streaming decoder (byte-level BPE needs no

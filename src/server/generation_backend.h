@@ -138,6 +138,9 @@ struct ModelInfo {
   std::string model_path;
   int max_model_len = 0;
   bool supports_structured_output = false;
+  // Constraints can start after the reasoning (the end-of-thinking marker is one token); without
+  // it a constrained chat needs thinking off.
+  bool structured_output_after_thinking = false;
 };
 
 struct BackendStats {

@@ -3,7 +3,8 @@
 and curl, against the server on the bundled tiny model with the real DeepSeek tokenizer.
 
 Covers completions and chat (whole and streamed), reasoning_content, logprobs, stop strings,
-tokenize/detokenize, metrics, OpenAI error bodies and statuses (400/401/404/413/503), a client
+structured outputs and tool calls (DSML forced by a regex, parsed into tool_calls), tokenize/detokenize,
+metrics, OpenAI error bodies and statuses (400/401/404/413/503), a client
 that hangs up mid-stream, and a load test: 64 concurrent seeded streaming clients each get exactly
 the tokens they get alone, nothing is lost or duplicated, and memory returns to its baseline.
 
@@ -268,6 +269,68 @@ class OpenAiApiTest(unittest.TestCase):
                      "deepinfer:prefix_cache_hit_rate", "deepinfer:kv_cache_usage_perc"):
             self.assertIn(name + '{model_name="tiny"}', m)
         self.assertGreater(m['deepinfer:time_to_first_token_seconds_count{model_name="tiny"}'], 0)
+
+
+class StructuredOutputTest(unittest.TestCase):
+    """Grammar-constrained output through the API, and tool calls parsed from constrained DSML."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server()
+        cls.client = cls.server.client()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.close()
+
+    def test_regex_constrains_a_completion(self):
+        r = self.client.completions.create(model="tiny", prompt="Code:", max_tokens=20, seed=4,
+                                           extra_body={"regex": "[a-z]{3}-[0-9]{2}"})
+        self.assertRegex(r.choices[0].text, r"^[a-z]{3}-[0-9]{2}$")
+        self.assertEqual(r.choices[0].finish_reason, "stop")
+
+    def test_json_schema_response_format_gives_matching_json(self):
+        schema = {"type": "object", "properties": {"answer": {"type": "string", "enum": ["yes", "no"]}},
+                  "required": ["answer"], "additionalProperties": False}
+        r = self.client.chat.completions.create(
+            model="tiny", messages=USER, max_tokens=60, seed=2, extra_body=NO_THINKING,
+            response_format={"type": "json_schema", "json_schema": {"name": "yes_no", "schema": schema}})
+        content = r.choices[0].message.content
+        if r.choices[0].finish_reason == "stop":
+            self.assertIn(json.loads(content)["answer"], ("yes", "no"))
+        else:  # the random model likes JSON whitespace: what it wrote must still be a prefix of a match
+            self.assertRegex(content, r'^\{\s*("answer"\s*(:\s*("(yes|no)"\s*(\}\s*)?)?)?)?$')
+
+    def test_constrained_dsml_becomes_streamed_tool_calls(self):
+        tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+            "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+        dsml = ('\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name="get_weather">\n'
+                '<｜DSML｜parameter name="city" string="true">(Paris|Rome)</｜DSML｜parameter>\n'
+                '</｜DSML｜invoke>\n</｜DSML｜tool_calls>')
+        kwargs = dict(model="tiny", messages=[{"role": "user", "content": "Weather in Paris?"}], tools=tools,
+                      max_tokens=120, seed=3, extra_body={**NO_THINKING, "regex": dsml})
+        whole = self.client.chat.completions.create(**kwargs)
+        call = whole.choices[0].message.tool_calls[0]
+        self.assertEqual(call.function.name, "get_weather")
+        self.assertIn(json.loads(call.function.arguments)["city"], ("Paris", "Rome"))
+        self.assertEqual(whole.choices[0].finish_reason, "tool_calls")
+        name, arguments, ids = None, "", []
+        for chunk in self.client.chat.completions.create(stream=True, **kwargs):
+            for tc in (chunk.choices[0].delta.tool_calls or []) if chunk.choices else []:
+                self.assertEqual(tc.index, 0)
+                if tc.id:
+                    ids.append(tc.id)
+                    name = tc.function.name
+                arguments += tc.function.arguments or ""
+        self.assertEqual((name, len(ids)), ("get_weather", 1))
+        self.assertEqual(json.loads(arguments), json.loads(call.function.arguments))
+
+    def test_constraint_with_thinking_on_is_refused(self):
+        with self.assertRaises(openai.BadRequestError) as ctx:
+            self.client.chat.completions.create(model="tiny", messages=USER, max_tokens=5,
+                                                response_format={"type": "json_object"},
+                                                extra_body={"chat_template_kwargs": {"thinking": True}})
+        self.assertEqual(ctx.exception.body["param"], "response_format")
 
 
 class CurlTest(unittest.TestCase):

@@ -206,6 +206,18 @@ TEST(Endpoints, StructuredOutputsAreRefusedUntilTheBackendSupportsThem) {
   EXPECT_EQ(e.param(), "tool_choice");
 }
 
+TEST(Endpoints, ConstrainedChatNeedsThinkingOffUnlessConstraintsCanFollowReasoning) {
+  FakeBackendOptions options;
+  options.supports_structured_output = true;
+  Harness h(options);
+  const std::string body = R"({"messages":[{"role":"user","content":"q"}],"max_tokens":2,"regex":"[a-z]+",)";
+  auto e = error_of([&] { handle_chat_completions(h.ctx(), body + R"("chat_template_kwargs":{"thinking":true}})"); });
+  EXPECT_EQ(e.param(), "response_format");
+  const auto reply = handle_chat_completions(h.ctx(), body + R"("chat_template_kwargs":{"thinking":false}})");
+  EXPECT_EQ(reply.status, 200);
+  EXPECT_EQ(h.backend.submitted().back().sampling.structured_output, json({{"regex", "[a-z]+"}}));
+}
+
 TEST(Endpoints, CancelledStreamAbortsItsRequests) {
   Harness h;
   h.backend.set_paused(true);
