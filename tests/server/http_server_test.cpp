@@ -24,10 +24,13 @@ using testing::FakeBackendOptions;
 
 class HttpServerTest : public ::testing::Test {
  protected:
-  void start(FakeBackendOptions options = {}, const std::string& api_key = "") {
+  void start(FakeBackendOptions options = {}, const std::string& api_key = "", int timeout_s = 30) {
     backend_ = std::make_unique<FakeBackend>(options);
     ServerConfig config;
     config.port = 0;
+    config.read_timeout_s = timeout_s;
+    config.write_timeout_s = timeout_s;
+    config.keep_alive_timeout_s = std::min(5, timeout_s);
     config.api_key = api_key;
     config.max_body_bytes = 4096;
     config.http_threads = 8;
@@ -142,17 +145,45 @@ TEST_F(HttpServerTest, MetricsCountRequestsAndTokens) {
   }));
 }
 
+// A raw loopback connection to the server (-1 on failure).
+int connect_to(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) return fd;
+  if (fd >= 0) ::close(fd);
+  return -1;
+}
+
+TEST_F(HttpServerTest, StalledClientIsDisconnectedAfterTheReadTimeout) {
+  start({}, "", 1);
+  const int fd = connect_to(port_);
+  ASSERT_GE(fd, 0);
+  const std::string partial = "POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\n{\"pro";
+  ASSERT_EQ(::send(fd, partial.data(), partial.size(), 0), static_cast<ssize_t>(partial.size()));
+  // The rest of the body never comes: the server gives up after the read timeout (replying 400),
+  // keeps the connection for at most the keep-alive timeout, and closes it.
+  timeval limit{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
+  const auto start_time = std::chrono::steady_clock::now();
+  char buffer[512];
+  ssize_t n = 0;
+  while ((n = ::recv(fd, buffer, sizeof(buffer), 0)) > 0) {
+  }
+  EXPECT_EQ(n, 0) << "the connection should be closed by the server, not time out on our side";
+  EXPECT_LT(std::chrono::steady_clock::now() - start_time, std::chrono::seconds(5));
+  ::close(fd);
+  EXPECT_EQ(client_->Get("/health")->status, 200);
+}
+
 TEST_F(HttpServerTest, ClientHangingUpMidStreamAbortsTheRequest) {
   FakeBackendOptions options;
   options.step_interval = std::chrono::milliseconds(5);
   start(options);
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  const int fd = connect_to(port_);
   ASSERT_GE(fd, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port_));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
   const std::string body = R"({"prompt":"x","stream":true,"max_tokens":200})";
   const std::string request = "POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                               "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
