@@ -6,7 +6,7 @@ set -euo pipefail
 apt_packages=(
   cmake ninja-build g++ clang libclang-rt-14-dev pkg-config
   nlohmann-json3-dev libcli11-dev libfmt-dev libpcre2-dev zlib1g-dev libcpp-httplib-dev pybind11-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libomp-dev python3 python3-pip
+  libgtest-dev libgmock-dev libbenchmark-dev libomp-dev python3 python3-pip curl
 )
 missing=()
 for pkg in "${apt_packages[@]}"; do
