@@ -6,7 +6,7 @@ set -euo pipefail
 apt_packages=(
   cmake ninja-build g++ clang libclang-rt-14-dev pkg-config
   nlohmann-json3-dev libcli11-dev libfmt-dev libpcre2-dev zlib1g-dev libcpp-httplib-dev pybind11-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libomp-dev python3 python3-pip curl
+  libutf8proc-dev libgtest-dev libgmock-dev libbenchmark-dev libomp-dev python3 python3-pip curl
 )
 missing=()
 for pkg in "${apt_packages[@]}"; do
@@ -20,7 +20,7 @@ if ((${#missing[@]})); then
 fi
 
 # Python packages used by tests and tools (fixtures are committed; these check and drive them).
-python_packages=(numpy safetensors jsonschema jinja2 openai requests)
+python_packages=(numpy safetensors jsonschema jinja2 openai requests tokenizers)
 py_missing=()
 for pkg in "${python_packages[@]}"; do
   python3 -c "import ${pkg}" 2>/dev/null || py_missing+=("$pkg")

@@ -6,7 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 bash tools/install_deps.sh >/dev/null
 packages=(nlohmann-json3-dev libcli11-dev libfmt-dev libfmt9 libpcre2-dev libgtest-dev libgmock-dev
-          libbenchmark-dev libbenchmark1debian libcpp-httplib-dev libcpp-httplib0.11 pybind11-dev)
+          libbenchmark-dev libbenchmark1debian libcpp-httplib-dev libcpp-httplib0.11 pybind11-dev
+          libutf8proc-dev libutf8proc2)
 rm -rf .deps && mkdir -p .deps
 for pkg in "${packages[@]}"; do
   dpkg -L "$pkg" | while read -r path; do
