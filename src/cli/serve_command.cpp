@@ -127,14 +127,12 @@ std::unique_ptr<server::EngineBackend> open_backend(ServeOptions& o) {
   backend.chat_format = chat_format_for(o.chat_format, model_config);
   backend.max_queued_requests = o.max_queued_requests;
   auto engine = std::make_unique<engine::Engine>(config, std::move(opened.runner), server::make_detokenizer(tokenizer));
-  // Structured outputs: grammar constraints over the tokenizer's vocabulary, gated on the
-  // end-of-thinking token where the tokenizer has one.
-  std::optional<std::int32_t> think_end;
-  if (const auto ids = tokenizer->encode("</think>", false); ids.size() == 1) think_end = ids[0];
-  engine->set_constraint_factory(std::make_shared<grammar::GrammarConstraintFactory>(
-      grammar::vocabulary_from_tokenizer(*tokenizer, engine->vocab_size(), config.eos_token_ids), nullptr, think_end));
+  // Structured outputs: grammar constraints over the tokenizer's vocabulary; a thinking chat's
+  // constraint starts after "</think>" (so_args.start_after), however many tokens spell it.
+  engine->set_constraint_factory(
+      grammar::make_grammar_constraint_factory(*tokenizer, engine->vocab_size(), config.eos_token_ids));
   backend.structured_outputs = true;
-  backend.structured_outputs_after_thinking = think_end.has_value();
+  backend.structured_outputs_after_thinking = true;
   return std::make_unique<server::EngineBackend>(std::move(engine), tokenizer, backend);
 }
 

@@ -13,7 +13,8 @@ namespace {
 
 using nlohmann::json;
 
-const std::set<std::string, std::less<>> kSchemaTypes = {"json", "json_object", "regex", "ebnf", "choice"};
+const std::set<std::string, std::less<>> kSchemaTypes = {"json", "json_object", "regex", "ebnf", "choice",
+                                                          "tool_calls"};
 
 const std::set<std::string, std::less<>> kFields = {
     "n",          "temperature",     "top_p",          "top_k",          "min_p",
@@ -97,6 +98,9 @@ StructuredOutputArgs get_so_args(const json& v) {
     } else if (key == "schema") {
       // Schemas and choice lists may arrive as JSON values; the grammar layer parses the text.
       args.schema = value.is_string() ? value.get<std::string>() : value.dump();
+    } else if (key == "start_after") {
+      DI_CHECK(value.is_string(), "sampling params: so_args.start_after must be a string, got {}", value.dump());
+      args.start_after = value.get<std::string>();
     } else {
       throw_error("sampling params: unknown field so_args.{}", key);
     }
@@ -148,7 +152,8 @@ void SamplingParams::validate(std::int32_t vocab_size, std::int32_t max_logprobs
   }
   if (so_args) {
     DI_CHECK(kSchemaTypes.count(so_args->schema_type) != 0,
-             "sampling params: so_args.schema_type '{}' is not one of json, json_object, regex, ebnf, choice",
+             "sampling params: so_args.schema_type '{}' is not one of json, json_object, regex, ebnf, choice, "
+             "tool_calls",
              so_args->schema_type);
     DI_CHECK(so_args->schema_type == "json_object" || !so_args->schema.empty(),
              "sampling params: so_args.schema is empty for schema_type '{}'", so_args->schema_type);
@@ -208,7 +213,12 @@ json SamplingParams::to_json() const {
   j["max_tokens"] = max_tokens ? json(*max_tokens) : json(nullptr);
   j["logprobs"] = logprobs ? json(*logprobs) : json(nullptr);
   j["seq_seed"] = seq_seed ? json(*seq_seed) : json(nullptr);
-  j["so_args"] = so_args ? json{{"schema_type", so_args->schema_type}, {"schema", so_args->schema}} : json(nullptr);
+  if (so_args) {
+    j["so_args"] = json{{"schema_type", so_args->schema_type}, {"schema", so_args->schema}};
+    if (!so_args->start_after.empty()) j["so_args"]["start_after"] = so_args->start_after;
+  } else {
+    j["so_args"] = nullptr;
+  }
   return j;
 }
 

@@ -15,8 +15,11 @@ namespace deepinfer::engine {
 // Structured-output constraint, passed through to the grammar subsystem, which validates and
 // compiles it (issue 8). Here only the shape is checked.
 struct StructuredOutputArgs {
-  std::string schema_type;  // json | json_object | regex | ebnf | choice
-  std::string schema;       // JSON schema text, regex, EBNF text, or a JSON array of choices
+  std::string schema_type;  // json | json_object | regex | ebnf | choice | tool_calls
+  std::string schema;       // JSON schema text, regex, EBNF text, a JSON array of choices, a tool-call spec
+  // When set, the output is free until this text has been generated (e.g. "</think>" in thinking
+  // mode, however many tokens spell it); the constraint applies to what follows.
+  std::string start_after = {};
   bool operator==(const StructuredOutputArgs&) const = default;
 };
 

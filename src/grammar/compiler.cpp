@@ -6,6 +6,7 @@
 #include "common/error.h"
 #include "grammar/ebnf.h"
 #include "grammar/regex.h"
+#include "grammar/tool_calls.h"
 
 namespace deepinfer::grammar {
 
@@ -15,7 +16,9 @@ ConstraintKind parse_constraint_kind(std::string_view name) {
   if (name == "regex") return ConstraintKind::kRegex;
   if (name == "ebnf" || name == "grammar") return ConstraintKind::kEbnf;
   if (name == "choice") return ConstraintKind::kChoice;
-  throw_error("structured output: unknown schema_type '{}' (expected json, json_object, regex, ebnf or choice)", name);
+  if (name == "tool_calls") return ConstraintKind::kToolCalls;
+  throw_error("structured output: unknown schema_type '{}' (expected json, json_object, regex, ebnf, choice or tool_calls)",
+              name);
 }
 
 std::string_view constraint_kind_name(ConstraintKind kind) {
@@ -25,6 +28,7 @@ std::string_view constraint_kind_name(ConstraintKind kind) {
     case ConstraintKind::kRegex: return "regex";
     case ConstraintKind::kEbnf: return "ebnf";
     case ConstraintKind::kChoice: return "choice";
+    case ConstraintKind::kToolCalls: return "tool_calls";
   }
   return "";
 }
@@ -50,6 +54,8 @@ Grammar grammar_from_constraint(const ConstraintSpec& spec, const JsonSchemaOpti
       return grammar_from_regex(spec.text);
     case ConstraintKind::kEbnf:
       return grammar_from_ebnf(spec.text);
+    case ConstraintKind::kToolCalls:
+      return grammar_from_tool_calls(spec.text);
     case ConstraintKind::kChoice: {
       auto j = nlohmann::json::parse(spec.text, nullptr, false);
       DI_CHECK(!j.is_discarded() && j.is_array(), "structured output: 'choice' must be a JSON array of strings");

@@ -20,16 +20,16 @@ class ThreadPool;
 
 namespace deepinfer::grammar {
 
-enum class ConstraintKind { kJsonSchema, kJsonObject, kRegex, kEbnf, kChoice };
+enum class ConstraintKind { kJsonSchema, kJsonObject, kRegex, kEbnf, kChoice, kToolCalls };
 
 struct ConstraintSpec {
   ConstraintKind kind = ConstraintKind::kJsonSchema;
   // kJsonSchema: the schema; kRegex: the pattern; kEbnf: the grammar; kChoice: a JSON array of
-  // strings; kJsonObject: unused.
+  // strings; kToolCalls: a tool-call spec (tool_calls.h); kJsonObject: unused.
   std::string text;
 };
 
-// Accepts "json" / "json_schema", "json_object", "regex", "ebnf" / "grammar", "choice".
+// Accepts "json" / "json_schema", "json_object", "regex", "ebnf" / "grammar", "choice", "tool_calls".
 ConstraintKind parse_constraint_kind(std::string_view name);
 std::string_view constraint_kind_name(ConstraintKind kind);
 

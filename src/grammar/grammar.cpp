@@ -116,6 +116,23 @@ RuleId Grammar::find_rule(std::string_view name) const {
   return it == rule_index_.end() ? -1 : it->second;
 }
 
+RuleId Grammar::import_grammar(const Grammar& other, std::string_view prefix) {
+  other.validate();
+  const auto set_offset = static_cast<std::int32_t>(byte_sets_.size());
+  const auto expr_offset = static_cast<ExprId>(exprs_.size());
+  byte_sets_.insert(byte_sets_.end(), other.byte_sets_.begin(), other.byte_sets_.end());
+  std::vector<RuleId> rule_map;
+  for (const Rule& r : other.rules_) rule_map.push_back(add_unique_rule(fmt::format("{}{}", prefix, r.name)));
+  for (Expr e : other.exprs_) {
+    if (e.kind == ExprKind::kBytes) e.a += set_offset;
+    if (e.kind == ExprKind::kRef) e.a = rule_map[e.a];
+    for (ExprId& c : e.children) c += expr_offset;
+    exprs_.push_back(std::move(e));
+  }
+  for (std::size_t i = 0; i < other.rules_.size(); ++i) set_body(rule_map[i], other.rules_[i].body + expr_offset);
+  return rule_map[other.root_];
+}
+
 void Grammar::validate() const {
   DI_CHECK(root_ >= 0 && root_ < num_rules(), "grammar: no root rule");
   for (const Rule& r : rules_) {

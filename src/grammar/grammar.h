@@ -62,6 +62,9 @@ class Grammar {
   RuleId add_unique_rule(std::string_view hint);
   void set_body(RuleId rule, ExprId body);
   RuleId find_rule(std::string_view name) const;  // -1 when absent
+  // Copies every rule of `other` into this grammar (names prefixed, made unique) and returns the
+  // copy of its root rule: how a grammar embeds another (a JSON value inside tool-call syntax).
+  RuleId import_grammar(const Grammar& other, std::string_view prefix);
 
   const Expr& expr(ExprId id) const { return exprs_[id]; }
   const ByteSet& byte_set(std::int32_t index) const { return byte_sets_[index]; }
