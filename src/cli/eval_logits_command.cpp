@@ -74,7 +74,7 @@ void register_eval_logits(CLI::App& app) {
     const std::vector<std::int32_t> ids = parse_ids(opts->ids);
     auto backend = opts->device == "cuda" ? ops::make_cuda_backend(0) : ops::make_cpu_backend();
     auto loaded = model::v4::open_model(opts->model.model_dir, opts->model.numeric_mode(), *backend);
-    model::v4::Model& m = *loaded.model;
+    model::SequenceModel& m = *loaded.model;
     const std::int64_t vocab = m.config().vocab_size;
     log::info("eval-logits: {} tokens, mode {}", ids.size(), model::v4::numeric_mode_name(m.numerics().mode));
     for (std::size_t i = 0; i < ids.size(); ++i)

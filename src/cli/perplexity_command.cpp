@@ -38,7 +38,7 @@ struct Totals {
 };
 
 // Scores window = [prefix..., tokens...] where every position but the last predicts the next one.
-void score_window(model::v4::Model& m, ops::Backend& be, const std::vector<std::int32_t>& window, int chunk,
+void score_window(model::SequenceModel& m, ops::Backend& be, const std::vector<std::int32_t>& window, int chunk,
                   Totals& totals) {
   const std::int64_t vocab = m.config().vocab_size;
   auto seq = m.new_sequence();

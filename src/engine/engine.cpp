@@ -65,6 +65,11 @@ void Engine::validate_request(const std::string& id, std::span<const std::int32_
     DI_CHECK(prompt[i] >= 0 && prompt[i] < vocab_size_,
              "request {}: prompt token {} at index {} is outside the vocabulary [0, {})", id, prompt[i], i, vocab_size_);
   }
+  try {
+    runner_->check_prompt(prompt);
+  } catch (const Error& e) {
+    throw_error("request {}: {}", id, e.what());
+  }
   DI_CHECK(static_cast<std::int64_t>(prompt.size()) < config_.scheduler.max_model_len,
            "request {}: the prompt has {} tokens, max_model_len is {}", id, prompt.size(),
            config_.scheduler.max_model_len);

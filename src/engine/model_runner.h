@@ -86,6 +86,9 @@ class ModelRunner {
   // Runs one step: reads and writes the cache through the batch's page tables and slots, and
   // writes f32 logits [batch.num_logit_rows(), vocab_size()] row-major into `logits`.
   virtual void forward(const ForwardBatch& batch, std::span<float> logits) = 0;
+  // Throws deepinfer::Error for a prompt this model cannot take (V4.1: image tokens, no vision
+  // tower yet); the engine rejects that request alone.
+  virtual void check_prompt(std::span<const std::int32_t> prompt) const { (void)prompt; }
 };
 
 }  // namespace deepinfer::engine

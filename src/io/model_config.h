@@ -138,6 +138,7 @@ struct VisionConfig {
   bool present = false;
   int num_layers = 0;
   int hidden_size = 0;
+  std::int64_t image_token_id = -1;  // top-level image_token_id (-1: not stated)
   bool operator==(const VisionConfig&) const = default;
 };
 

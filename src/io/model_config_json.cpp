@@ -174,6 +174,7 @@ std::string model_config_to_json(const ModelConfig& c) {
     } else if (c.quant.expert_format != ExpertFormat::kUnspecified) {
       root["text_config"]["expert_dtype"] = expert;
     }
+    if (c.vision.image_token_id >= 0) root["image_token_id"] = c.vision.image_token_id;
     if (c.vision.present)
       root["vision_config"] = {{"model_type", "deepseek_v41_vision"},
                                {"num_hidden_layers", c.vision.num_layers},

@@ -129,6 +129,7 @@ void parse_engram_and_vision(ModelConfig& c, const ConfigFields& top, const Conf
     f.fail("vision_config.num_hidden_layers = {} contradicts 'vision_n_layers' = {}", *layers, *inference_layers);
   if (width && inference_width && *width != *inference_width)
     f.fail("vision_config.hidden_size = {} contradicts 'vision_dim' = {}", *width, *inference_width);
+  if (const auto image = top.opt_int({"image_token_id"}, 0, std::int64_t{1} << 40)) c.vision.image_token_id = *image;
   c.vision.present = top.has({"vision_config"}) || inference_layers.has_value();
   if (c.vision.present) {
     if (!layers && !inference_layers) f.fail("vision config without its number of layers");

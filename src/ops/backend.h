@@ -113,6 +113,21 @@ class Backend {
   // Final collapse: y = Σ_i (sigmoid(mix_i · scale + base_i) + hc_eps) · x_i.
   virtual void hc_head(const Tensor& x, const HcWeights& w, const HcOptions& options, Tensor& y) = 0;
 
+  // ---- V4.1 ops (the base class throws "not implemented on <backend> yet") -------------------
+  // The coefficients of one mHC site without the collapse (V4.1's single-pass mHC applies a
+  // site's pre weights one site later, MODEL_SPEC B4.1): pre f32 [T, n] = sigmoid(mix·scale₀ +
+  // base) + hc_eps; post and comb as hc_pre.
+  virtual void hc_mix(const Tensor& x, const HcWeights& w, const HcOptions& options, Tensor& pre, Tensor& post,
+                      Tensor& comb);
+  // y[t, :] = Σ_i pre[t, i] · x[t, i, :] (f32, stream order). x: [T, n, D]; pre: f32 [T, n]; y: [T, D].
+  virtual void hc_collapse(const Tensor& x, const Tensor& pre, Tensor& y);
+  // Engram read-out gate (MODEL_SPEC B4.7), per token t and copy i:
+  //   dot = Σ_d x[t,i,d]·omega[i,d]·key[t,i,d] · rsqrt(mean(x_i²)+eps) · rsqrt(mean(key_i²)+eps) / sqrt(D),
+  //   gate = sigmoid(sign(dot)·sqrt(max(|dot|, 1e-6))),  out[t,i,:] = x[t,i,:] + gate · value[t,:].
+  // x, out: [T, n, D] (out may be x); key: T rows of n·D (rows may be strided); value: [T, D]; omega: f32 [n, D].
+  virtual void engram_gate(const Tensor& x, const Tensor& key, const Tensor& value, const Tensor& omega, float eps,
+                           Tensor& out);
+
   // ---- MoE -----------------------------------------------------------------------------------
   // Router: scores = score_func(logits); selection = top-k of scores + bias (learned) or
   // tid2eid[token_ids] (hash); weights = normalised unbiased scores of the selection · route_scale.

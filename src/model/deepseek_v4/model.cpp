@@ -16,17 +16,7 @@ namespace {
 void check_config(const io::ModelConfig& c, const Numerics& num) {
   DI_CHECK(c.arch == io::ModelArch::kDeepseekV4, "model type {} is not supported by the V4 forward pass",
            io::model_arch_name(c.arch));
-  DI_CHECK(c.num_kv_heads == 1, "config num_key_value_heads = {}: V4 shares one K=V head", c.num_kv_heads);
-  DI_CHECK(c.rope_head_dim > 0 && c.rope_head_dim % 2 == 0 && c.rope_head_dim <= c.head_dim,
-           "config qk_rope_head_dim = {} must be even and at most head_dim = {}", c.rope_head_dim, c.head_dim);
-  DI_CHECK(c.hc_mult >= 1 && c.hc_mult <= 16, "config hc_mult = {} must be in [1, 16]", c.hc_mult);
-  DI_CHECK(c.o_groups > 0 && (std::int64_t{c.num_heads} * c.head_dim) % c.o_groups == 0,
-           "config o_groups = {} must divide num_heads·head_dim = {}", c.o_groups, c.num_heads * c.head_dim);
-  DI_CHECK(c.sliding_window > 0, "config sliding_window = {} must be positive", c.sliding_window);
-  DI_CHECK(c.num_experts_per_tok > 0 && c.num_experts_per_tok <= c.n_routed_experts,
-           "config num_experts_per_tok = {} must be in [1, n_routed_experts = {}]", c.num_experts_per_tok,
-           c.n_routed_experts);
-  DI_CHECK(c.n_shared_experts >= 1, "config n_shared_experts = {}: V4 has a shared expert", c.n_shared_experts);
+  check_shared_geometry(c);
   for (const io::LayerSpec& l : c.layers) {
     DI_CHECK(l.compress_ratio >= 0 && l.compress_ratio <= 128, "layer {}: compress ratio {} must be in [0, 128]",
              l.index, l.compress_ratio);
@@ -38,22 +28,6 @@ void check_config(const io::ModelConfig& c, const Numerics& num) {
              "config index_head_dim = {} must be a power of two >= 32 in reference-qat mode (Hadamard + FP4)",
              c.index_head_dim);
   }
-}
-
-ops::RopeTable make_rope(ops::Backend& be, const io::ModelConfig& c, double theta, bool yarn) {
-  const auto freq = rope_inv_freq(c.rope_head_dim, theta, yarn ? c.rope.yarn : std::nullopt);
-  const Tensor host = Tensor::from_f32(Shape{static_cast<std::int64_t>(freq.size())}, freq);
-  return {be.upload(host), c.rope_head_dim};
-}
-
-// CSA compressors (and the indexer's) pool overlapping windows; HCA ones do not.
-ops::CompressorState fresh_compressor(ops::Backend& be, int ratio, bool overlap, std::int64_t d) {
-  const std::int64_t coff = overlap ? 2 : 1;
-  ops::CompressorState s{be.empty(Shape{coff * ratio, coff * d}, DType::kF32),
-                         be.empty(Shape{coff * ratio, coff * d}, DType::kF32), ratio, overlap};
-  be.fill(s.kv, 0.0f);
-  be.fill(s.score, -INFINITY);
-  return s;
 }
 
 // One block: the stream goes `stream` → `other` (attention) → `stream` (MoE). hc_post never
@@ -82,6 +56,71 @@ void block_forward(ForwardContext& cx, const io::LayerSpec& spec, const LayerWei
 
 }  // namespace
 
+StepPlan plan_step(std::span<const SequenceModel::Chunk> chunks, const io::ModelConfig& config, const Tensor& logits) {
+  StepPlan plan;
+  Step& step = plan.step;
+  std::unordered_set<const SequenceState*> seen;
+  for (const SequenceModel::Chunk& ch : chunks) {
+    DI_CHECK(ch.state != nullptr && ch.state->layers.size() == config.layers.size(),
+             "forward: a chunk has no sequence state of this model");
+    DI_CHECK(seen.insert(ch.state).second, "forward: the same sequence appears twice in one batch");
+    DI_CHECK(!ch.tokens.empty(), "forward: empty token list (a prompt needs at least one token)");
+    DI_CHECK(ch.num_logits >= 0 && ch.num_logits <= static_cast<std::int32_t>(ch.tokens.size()),
+             "forward: {} logits requested for {} tokens", ch.num_logits, ch.tokens.size());
+    const Segment seg{ch.state, step.tokens, static_cast<std::int64_t>(ch.tokens.size()), ch.state->num_tokens, 0};
+    DI_CHECK(seg.start_pos + seg.count <= std::int64_t{1} << 30, "forward: position {} is too large",
+             seg.start_pos + seg.count);
+    for (std::int64_t i = 0; i < seg.count; ++i) {
+      const std::int32_t id = ch.tokens[static_cast<std::size_t>(i)];
+      DI_CHECK(id >= 0 && id < config.vocab_size, "token id {} at position {} is outside the vocabulary [0, {})", id,
+               seg.start_pos + i, config.vocab_size);
+      plan.ids.push_back(id);
+      plan.positions.push_back(static_cast<std::int32_t>(seg.start_pos + i));
+    }
+    for (std::int64_t i = seg.count - ch.num_logits; i < seg.count; ++i)
+      plan.logit_rows.push_back(static_cast<std::int32_t>(seg.offset + i));
+    step.segments.push_back(seg);
+    step.tokens += seg.count;
+  }
+  const auto rows = static_cast<std::int64_t>(plan.logit_rows.size());
+  DI_CHECK(logits.dtype() == DType::kF32 && logits.shape() == Shape({rows, config.vocab_size}),
+           "forward: logits must be f32 [{}, {}], got {} {}", rows, config.vocab_size, dtype_name(logits.dtype()),
+           logits.shape());
+  return plan;
+}
+
+void begin_step(ForwardContext& cx, StepPlan& plan) {
+  cx.step_ws.reset();
+  cx.layer_ws.reset();
+  plan.step.ids = cx.upload_i32(plan.ids, Shape{plan.step.tokens});
+  plan.step.positions = cx.upload_i32(plan.positions, Shape{plan.step.tokens});
+}
+
+void finish_step(const Step& step, std::span<const std::int32_t> ids, std::size_t history) {
+  for (const Segment& seg : step.segments) {
+    seg.state->num_tokens += seg.count;
+    if (history == 0) continue;
+    std::vector<std::int32_t>& recent = seg.state->recent_tokens;
+    recent.insert(recent.end(), ids.begin() + seg.offset, ids.begin() + seg.offset + seg.count);
+    if (recent.size() > history) recent.erase(recent.begin(), recent.end() - static_cast<std::ptrdiff_t>(history));
+  }
+}
+
+void check_shared_geometry(const io::ModelConfig& c) {
+  const std::string_view arch = io::model_arch_name(c.arch);
+  DI_CHECK(c.num_kv_heads == 1, "config num_key_value_heads = {}: {} shares one K=V head", c.num_kv_heads, arch);
+  DI_CHECK(c.rope_head_dim > 0 && c.rope_head_dim % 2 == 0 && c.rope_head_dim <= c.head_dim,
+           "config qk_rope_head_dim = {} must be even and at most head_dim = {}", c.rope_head_dim, c.head_dim);
+  DI_CHECK(c.hc_mult >= 1 && c.hc_mult <= 16, "config hc_mult = {} must be in [1, 16]", c.hc_mult);
+  DI_CHECK(c.o_groups > 0 && (std::int64_t{c.num_heads} * c.head_dim) % c.o_groups == 0,
+           "config o_groups = {} must divide num_heads·head_dim = {}", c.o_groups, c.num_heads * c.head_dim);
+  DI_CHECK(c.sliding_window > 0, "config sliding_window = {} must be positive", c.sliding_window);
+  DI_CHECK(c.num_experts_per_tok > 0 && c.num_experts_per_tok <= c.n_routed_experts,
+           "config num_experts_per_tok = {} must be in [1, n_routed_experts = {}]", c.num_experts_per_tok,
+           c.n_routed_experts);
+  DI_CHECK(c.n_shared_experts >= 1, "config n_shared_experts = {}: {} has a shared expert", c.n_shared_experts, arch);
+}
+
 Tensor ForwardContext::upload_i32(std::span<const std::int32_t> host, const Shape& shape) {
   DI_CHECK(static_cast<std::int64_t>(host.size()) == shape.numel(), "upload_i32: {} values for {}", host.size(), shape);
   Tensor dst = layer_ws.alloc(shape, DType::kI32);
@@ -107,67 +146,23 @@ std::unique_ptr<Model> Model::load(const WeightSource& weights, const io::ModelC
   std::unique_ptr<Model> m(new Model(config, backend, numerics));
   check_config(m->config_, m->numerics_);
   m->weights_ = load_weights(weights, m->config_, backend);
-  m->rope_main_ = make_rope(backend, config, config.rope.theta, false);
-  m->rope_compress_ = make_rope(backend, config, config.rope.compress_theta, true);
+  m->rope_main_ = make_rope_table(backend, config, config.rope.theta, false);
+  m->rope_compress_ = make_rope_table(backend, config, config.rope.compress_theta, true);
   return m;
 }
 
 std::unique_ptr<SequenceState> Model::new_sequence() const {
-  auto s = std::make_unique<SequenceState>();
-  const io::ModelConfig& c = config_;
-  for (const io::LayerSpec& spec : c.layers) {
-    LayerState ls;
-    ls.ring = backend_.empty(Shape{c.sliding_window, c.head_dim}, numerics_.act);
-    if (spec.owns_compressor) {
-      ls.compressor = fresh_compressor(backend_, spec.compress_ratio, spec.has_indexer, c.head_dim);
-      ls.kv_rows = std::make_unique<ContiguousRowStore>(backend_, c.head_dim, numerics_.act);
-    }
-    if (spec.has_indexer) {
-      ls.index_compressor = fresh_compressor(backend_, spec.compress_ratio, true, c.index_head_dim);
-      ls.index_rows = std::make_unique<ContiguousRowStore>(backend_, c.index_head_dim, numerics_.act);
-    }
-    s->layers.push_back(std::move(ls));
-  }
-  return s;
+  return new_sequence_state(config_, numerics_.act, backend_);
 }
 
 void Model::forward(std::span<const Chunk> chunks, Tensor& logits) {
-  Step step;
-  std::vector<std::int32_t> ids, positions, logit_rows;
-  std::unordered_set<const SequenceState*> seen;
-  for (const Chunk& ch : chunks) {
-    DI_CHECK(ch.state != nullptr && ch.state->layers.size() == config_.layers.size(),
-             "forward: a chunk has no sequence state of this model");
-    DI_CHECK(seen.insert(ch.state).second, "forward: the same sequence appears twice in one batch");
-    DI_CHECK(!ch.tokens.empty(), "forward: empty token list (a prompt needs at least one token)");
-    DI_CHECK(ch.num_logits >= 0 && ch.num_logits <= static_cast<std::int32_t>(ch.tokens.size()),
-             "forward: {} logits requested for {} tokens", ch.num_logits, ch.tokens.size());
-    const Segment seg{ch.state, step.tokens, static_cast<std::int64_t>(ch.tokens.size()), ch.state->num_tokens};
-    DI_CHECK(seg.start_pos + seg.count <= std::int64_t{1} << 30, "forward: position {} is too large",
-             seg.start_pos + seg.count);
-    for (std::int64_t i = 0; i < seg.count; ++i) {
-      const std::int32_t id = ch.tokens[static_cast<std::size_t>(i)];
-      DI_CHECK(id >= 0 && id < config_.vocab_size, "token id {} at position {} is outside the vocabulary [0, {})", id,
-               seg.start_pos + i, config_.vocab_size);
-      ids.push_back(id);
-      positions.push_back(static_cast<std::int32_t>(seg.start_pos + i));
-    }
-    for (std::int64_t i = seg.count - ch.num_logits; i < seg.count; ++i)
-      logit_rows.push_back(static_cast<std::int32_t>(seg.offset + i));
-    step.segments.push_back(seg);
-    step.tokens += seg.count;
-  }
-  const auto rows = static_cast<std::int64_t>(logit_rows.size());
-  DI_CHECK(logits.dtype() == DType::kF32 && logits.shape() == Shape({rows, config_.vocab_size}),
-           "forward: logits must be f32 [{}, {}], got {} {}", rows, config_.vocab_size, dtype_name(logits.dtype()),
-           logits.shape());
+  StepPlan plan = plan_step(chunks, config_, logits);
+  Step& step = plan.step;
+  const auto rows = static_cast<std::int64_t>(plan.logit_rows.size());
   if (step.tokens == 0) return;
 
-  step_ws_.reset();
-  layer_ws_.reset();
   ForwardContext cx{backend_, step_ws_, layer_ws_, config_, numerics_, rope_main_, rope_compress_};
-  step.ids = cx.upload_i32(ids, Shape{step.tokens});
-  step.positions = cx.upload_i32(positions, Shape{step.tokens});
+  begin_step(cx, plan);
   // Step-lifetime copies: upload_i32 uses layer scratch, which each layer releases.
   const ops::Workspace::Mark layer_start = layer_ws_.mark();
 
@@ -183,14 +178,14 @@ void Model::forward(std::span<const Chunk> chunks, Tensor& logits) {
 
   if (rows > 0) {
     Tensor picked = step_ws_.alloc(Shape{rows, n, dim}, numerics_.act);
-    backend_.gather_rows(stream, cx.upload_i32(logit_rows, Shape{rows}), picked);
+    backend_.gather_rows(stream, cx.upload_i32(plan.logit_rows, Shape{rows}), picked);
     Tensor h = step_ws_.alloc(Shape{rows, dim}, numerics_.act);
     backend_.hc_head(picked, weights_.hc_head,
                      ops::HcOptions{config_.hc_sinkhorn_iters, static_cast<float>(config_.hc_eps), cx.eps()}, h);
     backend_.rms_norm(h, &weights_.norm, cx.eps(), h);
     backend_.linear(h, weights_.head, {}, logits);  // f32 logits, unquantised input (reference head)
   }
-  for (const Segment& seg : step.segments) seg.state->num_tokens += seg.count;
+  finish_step(step, plan.ids, 0);
 }
 
 }  // namespace deepinfer::model::v4

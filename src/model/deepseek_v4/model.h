@@ -13,6 +13,7 @@
 #include <span>
 
 #include "io/model_config.h"
+#include "model/sequence_model.h"
 #include "model/deepseek_v4/numerics.h"
 #include "model/deepseek_v4/state.h"
 #include "model/deepseek_v4/weights.h"
@@ -21,15 +22,8 @@
 
 namespace deepinfer::model::v4 {
 
-class Model {
+class Model final : public SequenceModel {
  public:
-  // Tokens to append to one sequence; logits are produced for its last num_logits tokens.
-  struct Chunk {
-    SequenceState* state = nullptr;
-    std::span<const std::int32_t> tokens;
-    std::int32_t num_logits = 0;
-  };
-
   // Checks the config (V4 architecture, sizes the ops support) and loads every backbone tensor.
   static std::unique_ptr<Model> load(const WeightSource& weights, const io::ModelConfig& config,
                                      ops::Backend& backend, NumericMode mode);
@@ -37,17 +31,11 @@ class Model {
   static std::unique_ptr<Model> load(const WeightSource& weights, const io::ModelConfig& config,
                                      ops::Backend& backend, const Numerics& numerics);
 
-  const io::ModelConfig& config() const { return config_; }
-  const Numerics& numerics() const { return numerics_; }
-  ops::Backend& backend() const { return backend_; }
-
-  // Empty state (position 0) in contiguous backend memory.
-  std::unique_ptr<SequenceState> new_sequence() const;
-
-  // Appends each chunk's tokens to its sequence (positions continue from state->num_tokens) and
-  // writes f32 logits [Σ num_logits, vocab] (chunk order) into `logits`, a backend tensor. Token
-  // ids outside the vocabulary, empty chunks and a sequence given twice are errors.
-  void forward(std::span<const Chunk> chunks, Tensor& logits);
+  const io::ModelConfig& config() const override { return config_; }
+  const Numerics& numerics() const override { return numerics_; }
+  ops::Backend& backend() const override { return backend_; }
+  std::unique_ptr<SequenceState> new_sequence() const override;
+  void forward(std::span<const Chunk> chunks, Tensor& logits) override;
 
  private:
   Model(const io::ModelConfig& config, ops::Backend& backend, const Numerics& numerics);

@@ -1,5 +1,5 @@
-// The V4 MoE sub-layer (MODEL_SPEC A4.6): f32 router with bias-corrected top-k or hash routing,
-// routed SwiGLU experts weighted before their down projection, plus the shared expert.
+// The MoE sub-layer of V4 (MODEL_SPEC A4.6) and V4.1 (B4.5): f32 router with bias-corrected top-k
+// or hash routing, routed SwiGLU experts weighted before their down projection, plus the shared expert.
 #include "common/error.h"
 #include "model/deepseek_v4/forward_context.h"
 
@@ -23,6 +23,7 @@ void moe_forward(ForwardContext& cx, const io::LayerSpec& spec, const MoeWeights
 
   Tensor logits = cx.alloc(Shape{t, c.n_routed_experts}, DType::kF32);
   be.linear(v, w.gate, {}, logits);  // the reference routes in f32 on unquantised inputs
+  if (c.gate_temp != 1.0) be.scale(logits, static_cast<float>(1.0 / c.gate_temp), logits);
   Tensor ids = cx.alloc(Shape{t, k}, DType::kI32);
   Tensor weights = cx.alloc(Shape{t, k}, DType::kF32);
   ops::RouteOptions route;
@@ -30,6 +31,7 @@ void moe_forward(ForwardContext& cx, const io::LayerSpec& spec, const MoeWeights
   route.route_scale = static_cast<float>(c.routed_scaling_factor);
   route.score_func = score_func(c.scoring_func);
   route.normalize = c.norm_topk_prob && route.score_func != ops::ScoreFunc::kSoftmax;
+  route.normalize_eps = c.arch == io::ModelArch::kDeepseekV41 ? 1e-20f : 0.0f;  // V4 sums without eps (P11)
   const bool hashed = spec.hash_routed;
   be.moe_route(logits, hashed ? nullptr : &w.bias, hashed ? &w.tid2eid : nullptr, hashed ? &step.ids : nullptr, route,
                ids, weights);

@@ -3,7 +3,9 @@
 //    transformers' DeepseekV4ForCausalLM computes in float32;
 //  * reference-qat: the quantise→dequantise steps of DeepSeek's inference/model.py (MODEL_SPEC
 //    A3.2): bf16 activations, FP8 inputs of quantised linears, FP8 KV (NoPE dims), indexer
-//    Hadamard + FP4, bf16 attention probabilities.
+//    Hadamard + FP4, bf16 attention probabilities. On V4.1 (MODEL_SPEC B3): FP8 block 32 for
+//    linear inputs and the whole SWA K=V row, FP4 (block 16, E4M3 scales) compressed KV, FP4
+//    indexer queries/keys without Hadamard.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +31,10 @@ struct Numerics {
   DType act = DType::kF32;       // activation storage (values are rounded to it after every op)
   int linear_act_block = 0;      // FP8 fake-quant block of quantised linears' inputs, 0 = off
   int kv_quant_block = 0;        // FP8 fake-quant block of the NoPE dims of SWA / compressed KV
+  bool kv_quant_whole = false;   // V4.1: the FP8 fake quant of SWA K=V covers the RoPE dims too
+  bool compressed_kv_fp4 = false;   // V4.1: compressed KV as FP4 (block 16, E4M3 scales)
   bool indexer_rotate_fp4 = false;  // Hadamard + FP4 (block 32, UE8M0) on indexer queries and keys
+  bool indexer_fp4 = false;         // V4.1: FP4 (block 32, UE8M0) on indexer queries and keys, no Hadamard
   bool round_probs_bf16 = false;    // attention probabilities rounded to bf16 before P·V
 
   static Numerics for_mode(NumericMode mode, const io::ModelConfig& config);

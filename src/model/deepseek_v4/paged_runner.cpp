@@ -1,8 +1,10 @@
-// The V4 ModelRunner: paged row stores over the engine's page pools, state slots and snapshots
+// The V4 / V4.1 ModelRunner: paged row stores over the engine's page pools, state slots and snapshots
 // for the fixed per-sequence state, and the factory that opens a checkpoint for the engine.
 #include "model/deepseek_v4/paged_runner.h"
 
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "cache/hash.h"
 #include "common/error.h"
@@ -50,12 +52,12 @@ std::uint64_t text_hash(const std::string& text) {
 
 }  // namespace
 
-PagedModelRunner::PagedModelRunner(Model& model) : model_(model), fresh_(model.new_sequence()) {
+PagedModelRunner::PagedModelRunner(SequenceModel& model) : model_(model), fresh_(model.new_sequence()) {
   int next = 0;
   for (const io::LayerSpec& spec : model_.config().layers) {
     LayerStores ls;
     if (spec.owns_compressor) ls.kv = next++;
-    if (spec.has_indexer) ls.index = next++;
+    if (spec.owns_index_keys) ls.index = next++;
     stores_.push_back(ls);
   }
 }
@@ -66,7 +68,7 @@ cache::CacheSpec PagedModelRunner::cache_spec() const {
   const io::ModelConfig& c = model_.config();
   const DType act = model_.numerics().act;
   cache::CacheSpec spec;
-  spec.model_identity = fmt::format("deepseek-v4/{}/{}/{:016x}", numeric_mode_name(model_.numerics().mode),
+  spec.model_identity = fmt::format("{}/{}/{}/{:016x}", io::model_arch_name(c.arch), numeric_mode_name(model_.numerics().mode),
                                     dtype_name(act), text_hash(io::model_config_to_json(c)));
   for (std::size_t i = 0; i < c.layers.size(); ++i) {
     const io::LayerSpec& l = c.layers[i];
@@ -88,6 +90,14 @@ cache::CacheSpec PagedModelRunner::cache_spec() const {
   }
   spec.max_rollback_tokens = 0;  // the ring holds exactly the window: no speculative rollback yet
   return spec;
+}
+
+void PagedModelRunner::check_prompt(std::span<const std::int32_t> prompt) const {
+  const std::int64_t image = model_.config().vision.image_token_id;
+  if (image < 0) return;
+  const auto it = std::find(prompt.begin(), prompt.end(), image);
+  DI_CHECK(it == prompt.end(), "image input is not supported yet (prompt token {} at index {} is the image token)",
+           image, it - prompt.begin());
 }
 
 std::int32_t PagedModelRunner::vocab_size() const { return static_cast<std::int32_t>(model_.config().vocab_size); }
@@ -154,13 +164,14 @@ void PagedModelRunner::copy_fixed(SequenceState& src, SequenceState& dst) {
   const std::vector<Tensor*> from = fixed_tensors(src), to = fixed_tensors(dst);
   for (std::size_t i = 0; i < from.size(); ++i) model_.backend().copy(*from[i], *to[i]);
   dst.num_tokens = src.num_tokens;
+  dst.recent_tokens = src.recent_tokens;
 }
 
 SequenceState& PagedModelRunner::prepare(const engine::ForwardBatch& batch, const engine::ForwardSeq& s) {
   SequenceState& state = *slots_.at(static_cast<std::size_t>(s.state_slot));
   switch (s.state_init) {
     case engine::StateInit::kReset:
-      DI_CHECK(s.start_pos == 0, "paged runner: seq {} resets its state at position {} (V4 has fixed state)",
+      DI_CHECK(s.start_pos == 0, "paged runner: seq {} resets its state at position {} (the model has fixed state)",
                s.seq_id, s.start_pos);
       copy_fixed(*fresh_, state);
       break;
@@ -246,7 +257,8 @@ class OwningRunner final : public engine::ModelRunner {
   std::int32_t vocab_size() const override { return runner_.vocab_size(); }
   void allocate_cache(const cache::CacheLayout& layout) override { runner_.allocate_cache(layout); }
   void forward(const engine::ForwardBatch& batch, std::span<float> logits) override { runner_.forward(batch, logits); }
-  const Model& model() const { return *loaded_.model; }
+  void check_prompt(std::span<const std::int32_t> prompt) const override { runner_.check_prompt(prompt); }
+  const SequenceModel& model() const { return *loaded_.model; }
 
  private:
   std::unique_ptr<ops::Backend> backend_;

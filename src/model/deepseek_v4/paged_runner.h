@@ -1,6 +1,7 @@
-// The V4 model behind the engine's ModelRunner boundary: compressed KV and indexer keys live in
-// page pools the engine addresses through page tables; the sliding-window ring and compressor
-// partial groups live in per-sequence state slots, copied to and from snapshot slots.
+// A V4 or V4.1 model (any SequenceModel) behind the engine's ModelRunner boundary: compressed KV
+// and index keys live in page pools the engine addresses through page tables; the sliding-window
+// rings, compressor partial groups and the Engram token history live in per-sequence state slots,
+// copied to and from snapshot slots.
 #pragma once
 
 #include <filesystem>
@@ -20,13 +21,15 @@ class PagedRowStore;
 class PagedModelRunner final : public engine::ModelRunner {
  public:
   // `model` must outlive the runner (open_paged_runner bundles both).
-  explicit PagedModelRunner(Model& model);
+  explicit PagedModelRunner(SequenceModel& model);
   ~PagedModelRunner() override;
 
   cache::CacheSpec cache_spec() const override;
   std::int32_t vocab_size() const override;
   void allocate_cache(const cache::CacheLayout& layout) override;
   void forward(const engine::ForwardBatch& batch, std::span<float> logits) override;
+  // V4.1: a prompt holding the image token is refused (image input is not supported yet).
+  void check_prompt(std::span<const std::int32_t> prompt) const override;
 
  private:
   // Where a layer's stores sit in CacheSpec::paged (-1: the layer has none).
@@ -40,7 +43,7 @@ class PagedModelRunner final : public engine::ModelRunner {
   static std::vector<Tensor*> fixed_tensors(SequenceState& state);
   void copy_fixed(SequenceState& src, SequenceState& dst);
 
-  Model& model_;
+  SequenceModel& model_;
   std::vector<LayerStores> stores_;
   cache::CacheLayout layout_;
   bool allocated_ = false;
@@ -58,8 +61,8 @@ struct OpenedRunner {
   NumericMode mode = NumericMode::kExact;
 };
 
-// Opens a V4 checkpoint directory on `device` ("cpu" or "cuda"/"cuda:N"); mode as given, or the
-// checkpoint's default.
+// Opens a V4 or V4.1 checkpoint directory (open_model) on `device` ("cpu" or "cuda"/"cuda:N");
+// mode as given, or the checkpoint's default.
 OpenedRunner open_paged_runner(const std::filesystem::path& directory, std::optional<NumericMode> mode,
                                const std::string& device = "cpu");
 

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <numbers>
 
+#include "ops/backend.h"
+
 namespace deepinfer::model::v4 {
 
 std::vector<float> rope_inv_freq(int rope_dim, double theta, const std::optional<io::YarnConfig>& yarn) {
@@ -32,6 +34,12 @@ std::vector<float> rope_inv_freq(int rope_dim, double theta, const std::optional
     f = f / factor * (1.0f - smooth) + f * smooth;
   }
   return freq;
+}
+
+ops::RopeTable make_rope_table(ops::Backend& backend, const io::ModelConfig& config, double theta, bool yarn) {
+  const auto freq = rope_inv_freq(config.rope_head_dim, theta, yarn ? config.rope.yarn : std::nullopt);
+  const Tensor host = Tensor::from_f32(Shape{static_cast<std::int64_t>(freq.size())}, freq);
+  return {backend.upload(host), config.rope_head_dim};
 }
 
 }  // namespace deepinfer::model::v4

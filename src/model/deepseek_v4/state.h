@@ -1,4 +1,4 @@
-// Per-sequence V4 state (MODEL_SPEC A5): per layer the sliding-window ring, the compressors'
+// Per-sequence V4 / V4.1 state (MODEL_SPEC A5, B5): per layer the sliding-window ring, the compressors'
 // partial groups and the growing row stores (compressed KV, indexer keys). Row stores are reached
 // through RowStore, so the same forward pass runs on contiguous test memory or on the engine's
 // pages (a RowView with a page table).
@@ -9,6 +9,7 @@
 #include <optional>
 #include <vector>
 
+#include "io/model_config.h"
 #include "ops/backend.h"
 
 namespace deepinfer::model::v4 {
@@ -49,6 +50,14 @@ struct LayerState {
 struct SequenceState {
   std::int64_t num_tokens = 0;  // tokens absorbed so far = position of the next token
   std::vector<LayerState> layers;
+  // V4.1 Engram: the last (max_ngram_size - 1) token ids before position num_tokens, oldest
+  // first (fewer at the start of a sequence). Host memory: hashing runs on the host.
+  std::vector<std::int32_t> recent_tokens;
 };
+
+// The empty state (position 0) of a V4 or V4.1 sequence in contiguous backend memory: per layer a
+// window ring; compressors with a partial group where groups span tokens (V4 ratios 4 / 128, V4.1
+// ratio 2; the V4 CSA indexer's own compressor too); row stores for owned compressed KV and index keys.
+std::unique_ptr<SequenceState> new_sequence_state(const io::ModelConfig& config, DType act, ops::Backend& backend);
 
 }  // namespace deepinfer::model::v4

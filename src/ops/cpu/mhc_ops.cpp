@@ -58,6 +58,25 @@ void collapse(const float* flat, const float* weights, int n, std::int64_t d, fl
     for (std::int64_t c = 0; c < d; ++c) y[c] += weights[i] * flat[i * d + c];
 }
 
+struct HcParams {
+  const float* fn;
+  const float* base;
+  const float* scale;
+};
+
+// pre/post/comb of one token from its flattened stream (MODEL_SPEC A4.2 steps 1-6).
+void site_coefficients(const float* flat, std::int64_t width, int n, const HcParams& p, const HcOptions& options,
+                       float* pre, float* post, float* comb) {
+  float mixes[(2 + kMaxHc) * kMaxHc];
+  hc_mixes(flat, width, p.fn, (2 + n) * n, options.norm_eps, mixes);
+  for (int i = 0; i < n; ++i) {
+    pre[i] = sigmoid(mixes[i] * p.scale[0] + p.base[i]) + options.hc_eps;
+    post[i] = 2.0f * sigmoid(mixes[n + i] * p.scale[1] + p.base[n + i]);
+  }
+  for (int i = 0; i < n * n; ++i) comb[i] = mixes[2 * n + i] * p.scale[2] + p.base[2 * n + i];
+  sinkhorn(comb, n, options.sinkhorn_iters, options.hc_eps);
+}
+
 struct HcShape {
   std::int64_t tokens;
   int n;
@@ -75,17 +94,19 @@ const float* f32_param(const Tensor& t, std::int64_t numel, const char* what) {
   return t.data<float>();
 }
 
+HcParams site_params(const HcWeights& w, int n, std::int64_t width, const char* op) {
+  const int n_mix = (2 + n) * n;
+  return {f32_param(w.fn, n_mix * width, op), f32_param(w.base, n_mix, op), f32_param(w.scale, 3, op)};
+}
+
 }  // namespace
 
 void CpuBackend::hc_pre(const Tensor& x, const HcWeights& w, const HcOptions& options, Tensor& y, Tensor& post,
                         Tensor& comb) {
   const HcShape s = check_stream(x, "hc_pre");
   const int n = s.n;
-  const int n_mix = (2 + n) * n;
   const std::int64_t width = n * s.d;
-  const float* fn = f32_param(w.fn, n_mix * width, "hc_pre fn");
-  const float* base = f32_param(w.base, n_mix, "hc_pre base");
-  const float* scale = f32_param(w.scale, 3, "hc_pre scale");
+  const HcParams params = site_params(w, n, width, "hc_pre weights");
   DI_CHECK(post.dtype() == DType::kF32 && post.numel() == s.tokens * n && comb.dtype() == DType::kF32 &&
                comb.numel() == s.tokens * n * n,
            "hc_pre: post {} / comb {} for {} tokens", post.shape(), comb.shape(), s.tokens);
@@ -94,21 +115,49 @@ void CpuBackend::hc_pre(const Tensor& x, const HcWeights& w, const HcOptions& op
   DI_CHECK(ry.rows == s.tokens, "hc_pre: y {} for {} tokens", y.shape(), s.tokens);
   float* post_v = post.data<float>();
   float* comb_v = comb.data<float>();
-#pragma omp parallel for schedule(static) if (worth_threads(s.tokens * n_mix * width))
+#pragma omp parallel for schedule(static) if (worth_threads(s.tokens * (2 + n) * n * width))
   for (std::int64_t t = 0; t < s.tokens; ++t) {
     const float* flat = load_row(rx, t, scratch(0, width));
-    float mixes[(2 + kMaxHc) * kMaxHc];
-    hc_mixes(flat, width, fn, n_mix, options.norm_eps, mixes);
     float pre[kMaxHc];
-    for (int i = 0; i < n; ++i) {
-      pre[i] = sigmoid(mixes[i] * scale[0] + base[i]) + options.hc_eps;
-      post_v[t * n + i] = 2.0f * sigmoid(mixes[n + i] * scale[1] + base[n + i]);
-    }
-    float* c = comb_v + t * n * n;
-    for (int i = 0; i < n * n; ++i) c[i] = mixes[2 * n + i] * scale[2] + base[2 * n + i];
-    sinkhorn(c, n, options.sinkhorn_iters, options.hc_eps);
+    site_coefficients(flat, width, n, params, options, pre, post_v + t * n, comb_v + t * n * n);
     float* out = scratch(1, s.d);
     collapse(flat, pre, n, s.d, out);
+    store_row(ry, t, out);
+  }
+}
+
+void CpuBackend::hc_mix(const Tensor& x, const HcWeights& w, const HcOptions& options, Tensor& pre, Tensor& post,
+                        Tensor& comb) {
+  const HcShape s = check_stream(x, "hc_mix");
+  const int n = s.n;
+  const std::int64_t width = n * s.d;
+  const HcParams params = site_params(w, n, width, "hc_mix weights");
+  DI_CHECK(pre.dtype() == DType::kF32 && pre.numel() == s.tokens * n && pre.is_contiguous() &&
+               post.dtype() == DType::kF32 && post.numel() == s.tokens * n && comb.dtype() == DType::kF32 &&
+               comb.numel() == s.tokens * n * n,
+           "hc_mix: pre {} / post {} / comb {} for {} tokens", pre.shape(), post.shape(), comb.shape(), s.tokens);
+  const Rows rx = as_rows(x, width);
+  float* pre_v = pre.data<float>();
+  float* post_v = post.data<float>();
+  float* comb_v = comb.data<float>();
+#pragma omp parallel for schedule(static) if (worth_threads(s.tokens * (2 + n) * n * width))
+  for (std::int64_t t = 0; t < s.tokens; ++t) {
+    const float* flat = load_row(rx, t, scratch(0, width));
+    site_coefficients(flat, width, n, params, options, pre_v + t * n, post_v + t * n, comb_v + t * n * n);
+  }
+}
+
+void CpuBackend::hc_collapse(const Tensor& x, const Tensor& pre, Tensor& y) {
+  const HcShape s = check_stream(x, "hc_collapse");
+  const float* pre_v = f32_param(pre, s.tokens * s.n, "hc_collapse pre");
+  const Rows rx = as_rows(x, s.n * s.d);
+  const Rows ry = as_rows(y, s.d);
+  DI_CHECK(ry.rows == s.tokens, "hc_collapse: y {} for {} tokens", y.shape(), s.tokens);
+#pragma omp parallel for schedule(static) if (worth_threads(s.tokens * s.n * s.d))
+  for (std::int64_t t = 0; t < s.tokens; ++t) {
+    const float* flat = load_row(rx, t, scratch(0, s.n * s.d));
+    float* out = scratch(1, s.d);
+    collapse(flat, pre_v + t * s.n, s.n, s.d, out);
     store_row(ry, t, out);
   }
 }

@@ -1,0 +1,149 @@
+// Attention pieces that V4 (A4.3) and V4.1 (B4.2) compute alike: query and SWA K=V projections,
+// indexer queries, rotation + quantisation of compressed rows, the window index lists, sparse
+// attention with the ring update, and the de-rotated grouped output projection. The numerics
+// decide which QAT steps apply (V4 vs V4.1 blocks and formats).
+#include <algorithm>
+#include <cmath>
+
+#include "model/deepseek_v4/forward_context.h"
+
+namespace deepinfer::model::v4 {
+
+Tensor rows_of(const Tensor& t, const Segment& s) { return t.narrow(0, s.offset, s.count); }
+
+Queries project_queries(ForwardContext& cx, const AttentionWeights& w, const Tensor& u, const Tensor& positions,
+                        const ops::RopeTable& rope, bool per_head_norm) {
+  const io::ModelConfig& c = cx.config;
+  ops::Backend& be = cx.backend;
+  const std::int64_t t = u.dim(0);
+  Queries out;
+  out.latent = cx.act(Shape{t, c.q_lora_rank});
+  be.linear(u, w.wq_a, cx.linear_options(w.wq_a), out.latent);
+  be.rms_norm(out.latent, &w.q_norm, cx.eps(), out.latent);
+  out.q = cx.act(Shape{t, c.num_heads, c.head_dim});
+  Tensor q_flat = out.q.reshape(Shape{t, std::int64_t{c.num_heads} * c.head_dim});
+  be.linear(out.latent, w.wq_b, cx.linear_options(w.wq_b), q_flat);
+  if (per_head_norm) be.rms_norm(out.q, nullptr, cx.eps(), out.q);
+  be.rope(out.q, positions, rope, false);
+  return out;
+}
+
+Tensor project_window_kv(ForwardContext& cx, const AttentionWeights& w, const Tensor& u, const Tensor& positions,
+                         const ops::RopeTable& rope) {
+  const io::ModelConfig& c = cx.config;
+  ops::Backend& be = cx.backend;
+  const std::int64_t d = c.head_dim;
+  Tensor kv = cx.act(Shape{u.dim(0), d});
+  be.linear(u, w.wkv, cx.linear_options(w.wkv), kv);
+  be.rms_norm(kv, &w.kv_norm, cx.eps(), kv);
+  be.rope(kv, positions, rope, false);
+  const Numerics& num = cx.numerics;
+  if (num.kv_quant_block > 0) be.fake_quant_fp8(kv, 0, num.kv_quant_whole ? d : d - c.rope_head_dim, num.kv_quant_block);
+  return kv;
+}
+
+IndexQueries project_index_queries(ForwardContext& cx, const ops::LinearWeight& wq_b,
+                                   const ops::LinearWeight& weights_proj, const Tensor& u, const Tensor& q_latent,
+                                   const Tensor& positions) {
+  const io::ModelConfig& c = cx.config;
+  ops::Backend& be = cx.backend;
+  const std::int64_t t = u.dim(0);
+  IndexQueries out;
+  out.q = cx.act(Shape{t, c.index_n_heads, c.index_head_dim});
+  Tensor q_flat = out.q.reshape(Shape{t, std::int64_t{c.index_n_heads} * c.index_head_dim});
+  be.linear(q_latent, wq_b, cx.linear_options(wq_b), q_flat);
+  be.rope(out.q, positions, cx.rope_compress, false);
+  if (cx.numerics.indexer_rotate_fp4) be.hadamard(out.q);
+  if (cx.numerics.indexer_rotate_fp4 || cx.numerics.indexer_fp4) be.fake_quant_fp4(out.q, 32, ops::Fp4ScaleKind::kUE8M0);
+  // Head weights carry both scales: 1/sqrt(d_i) of the scores and 1/sqrt(H_i) of the sum.
+  Tensor w_act = cx.act(Shape{t, c.index_n_heads});
+  be.linear(u, weights_proj, cx.linear_options(weights_proj), w_act);
+  const float head_scale = 1.0f / std::sqrt(static_cast<float>(c.index_head_dim) * static_cast<float>(c.index_n_heads));
+  be.scale(w_act, head_scale, w_act);
+  out.weights = w_act;
+  if (w_act.dtype() != DType::kF32) {
+    out.weights = cx.alloc(w_act.shape(), DType::kF32);
+    be.convert(w_act, out.weights);
+  }
+  return out;
+}
+
+void store_compressed(ForwardContext& cx, Tensor& k, std::int64_t first_row, int ratio, bool index_keys,
+                      RowStore& store) {
+  const std::int64_t emitted = k.dim(0), d = k.dim(1);
+  if (emitted == 0) return;
+  std::vector<std::int32_t> positions(static_cast<std::size_t>(emitted));
+  std::vector<std::int32_t> rows(static_cast<std::size_t>(emitted));
+  for (std::int64_t i = 0; i < emitted; ++i) {
+    rows[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(first_row + i);
+    positions[static_cast<std::size_t>(i)] = static_cast<std::int32_t>((first_row + i) * ratio);  // group's first token
+  }
+  ops::Backend& be = cx.backend;
+  be.rope(k, cx.upload_i32(positions, Shape{emitted}), cx.rope_compress, false);
+  const Numerics& num = cx.numerics;
+  if (index_keys) {
+    if (num.indexer_rotate_fp4) be.hadamard(k);
+    if (num.indexer_rotate_fp4 || num.indexer_fp4) be.fake_quant_fp4(k, 32, ops::Fp4ScaleKind::kUE8M0);
+  } else if (num.compressed_kv_fp4) {
+    be.fake_quant_fp4(k, 16, ops::Fp4ScaleKind::kE4M3);
+  } else if (num.kv_quant_block > 0) {
+    be.fake_quant_fp8(k, 0, d - cx.config.rope_head_dim, num.kv_quant_block);
+  }
+  store.reserve(first_row + emitted);
+  be.scatter_rows(k, store.view(), cx.upload_i32(rows, Shape{emitted}));
+}
+
+std::vector<std::int32_t> window_index_lists(const Segment& seg, std::int64_t window, std::int64_t compressed_width,
+                                             int all_visible_ratio) {
+  const std::int64_t width = window + compressed_width;
+  std::vector<std::int32_t> idx(static_cast<std::size_t>(seg.count * width), -1);
+  for (std::int64_t i = 0; i < seg.count; ++i) {
+    const std::int64_t p = seg.start_pos + i;
+    std::int32_t* row = idx.data() + i * width;
+    std::int64_t j = 0;
+    for (std::int64_t pos = std::max({std::int64_t{0}, p - window + 1, seg.window_floor}); pos <= p; ++pos, ++j) {
+      row[j] = static_cast<std::int32_t>(pos < seg.start_pos ? pos % window : window + (pos - seg.start_pos));
+    }
+    if (all_visible_ratio > 0) {
+      const std::int64_t visible = std::min(compressed_width, (p + 1) / all_visible_ratio);
+      for (std::int64_t e = 0; e < visible; ++e) row[window + e] = static_cast<std::int32_t>(window + seg.count + e);
+    }
+  }
+  return idx;
+}
+
+void attend_segment_rows(ForwardContext& cx, LayerState& st, const Tensor& sinks, const Segment& seg, const Tensor& q,
+                         const Tensor& kv, const Tensor& idx, const RowStore* compressed, Tensor& o) {
+  const std::int64_t window = cx.config.sliding_window;
+  std::vector<ops::RowView> sources = {ops::RowView::contiguous(st.ring), ops::RowView::contiguous(kv)};
+  if (compressed != nullptr) sources.push_back(compressed->view());
+  const ops::AttentionOptions options{1.0f / std::sqrt(static_cast<float>(cx.config.head_dim)),
+                                      cx.numerics.round_probs_bf16, 64};
+  cx.backend.sparse_attention(q, sources, idx, sinks, options, o);
+
+  // The ring keeps the last `window` K=V rows for the next chunk.
+  const std::int64_t keep = std::min(seg.count, window);
+  std::vector<std::int32_t> slots(static_cast<std::size_t>(keep));
+  for (std::int64_t i = 0; i < keep; ++i)
+    slots[static_cast<std::size_t>(i)] = static_cast<std::int32_t>((seg.start_pos + seg.count - keep + i) % window);
+  cx.backend.scatter_rows(kv.narrow(0, seg.count - keep, keep), ops::RowView::contiguous(st.ring),
+                          cx.upload_i32(slots, Shape{keep}));
+}
+
+void project_output(ForwardContext& cx, const AttentionWeights& w, Tensor& o, const Tensor& positions,
+                    const ops::RopeTable& rope, Tensor& out) {
+  const io::ModelConfig& c = cx.config;
+  ops::Backend& be = cx.backend;
+  const std::int64_t t = o.dim(0), heads = c.num_heads, d = c.head_dim;
+  be.rope(o, positions, rope, true);  // V = K carries RoPE: undo it at the query position
+  const std::int64_t groups = c.o_groups, rank = c.o_lora_rank, group_in = heads * d / groups;
+  Tensor z = cx.act(Shape{t, groups * rank});
+  const Tensor o_flat = o.reshape(Shape{t, heads * d});
+  for (std::int64_t g = 0; g < groups; ++g) {
+    Tensor z_g = z.narrow(1, g * rank, rank);
+    be.linear(o_flat.narrow(1, g * group_in, group_in), w.wo_a[static_cast<std::size_t>(g)], {}, z_g);
+  }
+  be.linear(z, w.wo_b, cx.linear_options(w.wo_b), out);
+}
+
+}  // namespace deepinfer::model::v4

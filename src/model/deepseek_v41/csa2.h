@@ -1,0 +1,40 @@
+// Internal to deepseek_v41/: what the layers of one V4.1 forward pass hand to each other (index
+// lists published by index sources, the candidate source's block mask, the bounded-replay tail
+// layout) and the per-part entry points of model.cpp.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "model/deepseek_v4/forward_context.h"
+#include "model/deepseek_v41/weights.h"
+#include "model/engram/engram_hash.h"
+
+namespace deepinfer::model::v41 {
+
+struct Csa2Shared {
+  explicit Csa2Shared(std::size_t layers) : lists(layers) {}
+  // Index lists [count, window + top-k] of each index-source layer, per segment (step lifetime).
+  std::vector<std::vector<Tensor>> lists;
+  // The candidate source's mask per segment: f32 [count, entries], 0 inside kept blocks, -inf outside.
+  std::vector<Tensor> candidate_bias;
+  // Bounded replay: rows per segment the late layers run (empty: no truncation this step), the
+  // layer after which it starts, and the split layer's lists re-laid for those tails.
+  std::vector<std::int64_t> tail_rows;
+  int split_layer = -1;
+  std::vector<Tensor> tail_lists;
+};
+
+// One CSA2 / SWA attention sub-layer (MODEL_SPEC B4.2-B4.4). `tail` says the step holds the
+// replayed tails of a split step (layers after Csa2Shared::split_layer).
+void attention_forward(v4::ForwardContext& cx, const io::LayerSpec& spec, const LayerWeights& w, const v4::Step& step,
+                       bool tail, Csa2Shared& shared, const Tensor& u, Tensor& out);
+
+// The Engram read before block `spec.index` (MODEL_SPEC B4.7): adds the gated n-gram memory
+// value to every copy of `stream` [T, n, D]. ids: the step's host token ids.
+void engram_forward(v4::ForwardContext& cx, const EngramWeights& w, int engram_index,
+                    const engram::EngramHasher& hasher, const v4::Step& step, std::span<const std::int32_t> ids,
+                    Tensor& stream);
+
+}  // namespace deepinfer::model::v41

@@ -1,0 +1,253 @@
+// The V4.1 forward pass: embedding into the mHC streams, per layer an optional Engram read and
+// the block with single-pass (lagged) mHC — each sub-layer's input collapses with the previous
+// site's pre weights — then the final collapse with the last pre weights, norm and lm head.
+// With bounded replay the layers after the last KV source run on each long chunk's tail only.
+#include "model/deepseek_v41/model.h"
+
+#include <algorithm>
+
+#include "common/env.h"
+#include "common/error.h"
+#include "common/logging.h"
+#include "model/deepseek_v4/forward_context.h"
+#include "model/deepseek_v4/rope.h"
+#include "model/deepseek_v41/csa2.h"
+
+namespace deepinfer::model::v41 {
+namespace {
+
+using v4::ForwardContext;
+using v4::Step;
+
+void check_config(const io::ModelConfig& c, const v4::Numerics& num, const engram::EngramHasher* hasher) {
+  DI_CHECK(c.arch == io::ModelArch::kDeepseekV41, "model type {} is not supported by the V4.1 forward pass",
+           io::model_arch_name(c.arch));
+  v4::check_shared_geometry(c);
+  DI_CHECK(c.candidate_block_size > 0 && c.candidate_topk_blocks > 0,
+           "config candidate_block_size = {} / candidate_topk_blocks = {} must be positive", c.candidate_block_size,
+           c.candidate_topk_blocks);
+  for (const io::LayerSpec& l : c.layers) {
+    DI_CHECK(l.compress_ratio >= 0 && l.compress_ratio <= 2, "layer {}: V4.1 compress ratio {} must be 0, 1 or 2",
+             l.index, l.compress_ratio);
+    DI_CHECK(!l.hash_routed, "layer {}: V4.1 has no hash-routed MoE layers", l.index);
+  }
+  if (num.compressed_kv_fp4)
+    DI_CHECK(c.head_dim % 16 == 0, "config head_dim = {} must be a multiple of 16 for FP4 compressed KV", c.head_dim);
+  if (num.indexer_fp4)
+    DI_CHECK(c.index_head_dim % 32 == 0, "config index_head_dim = {} must be a multiple of 32 for FP4 index keys",
+             c.index_head_dim);
+  DI_CHECK(c.engram.layer_ids.empty() || hasher != nullptr,
+           "the config has Engram layers but no Engram hasher (compressed token map) was given");
+  if (hasher != nullptr)
+    DI_CHECK(hasher->num_layers() == static_cast<int>(c.engram.layer_ids.size()),
+             "the Engram hasher covers {} layers, the config has {}", hasher->num_layers(), c.engram.layer_ids.size());
+}
+
+// Replay preconditions (MODEL_SPEC B5.3): the tail covers the window plus the longest draft, and
+// nothing after the split owns global state or reads Engram.
+int check_replay(const io::ModelConfig& c, const ReplayOptions& r) {
+  const int split = c.kv_source_layer_ids.empty() ? -1 : c.kv_source_layer_ids.back();
+  if (!r.compact) return split;
+  DI_CHECK(r.keep_tokens >= c.sliding_window + r.max_draft_tokens,
+           "DEEPINFER_YOCO_PREFILL_KEEP_TOKENS={} does not cover the sliding window ({}) plus the longest draft ({} "
+           "tokens): after a rejected draft the ring would read rows never computed",
+           r.keep_tokens, c.sliding_window, r.max_draft_tokens);
+  DI_CHECK(split >= 0, "bounded replay (DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE=compact) needs a KV source layer");
+  const io::LayerSpec& s = c.layer(split);
+  DI_CHECK(s.has_indexer, "bounded replay: the last KV source (layer {}) must also be an index source", split);
+  for (const int e : c.engram.layer_ids)
+    DI_CHECK(e <= split, "bounded replay: Engram layer {} comes after the last KV source {}", e, split);
+  return split;
+}
+
+// Appends the one-hot pre weights of copy 0 (layer 0's lagged collapse; all copies are equal).
+Tensor first_pre(ForwardContext& cx, std::int64_t tokens, std::int64_t n) {
+  std::vector<float> host(static_cast<std::size_t>(tokens * n), 0.0f);
+  for (std::int64_t t = 0; t < tokens; ++t) host[static_cast<std::size_t>(t * n)] = 1.0f;
+  Tensor dev = cx.step_ws.alloc(Shape{tokens, n}, DType::kF32);
+  cx.backend.copy(Tensor::from_f32(Shape{tokens, n}, host), dev);
+  return dev;
+}
+
+// The streams of one step and the lagged pre weights that collapse the next sub-layer's input.
+struct Streams {
+  Tensor stream, mid;  // [T, n, D]
+  Tensor pre;          // f32 [T, n]
+};
+
+// One block with single-pass mHC (MODEL_SPEC B4.1): stream → mid (attention) → stream (MoE).
+void block_forward(ForwardContext& cx, const io::LayerSpec& spec, const LayerWeights& w, const Step& step, bool tail,
+                   Csa2Shared& shared, Streams& s) {
+  ops::Backend& be = cx.backend;
+  const io::ModelConfig& c = cx.config;
+  const std::int64_t t = step.tokens, n = c.hc_mult;
+  const ops::HcOptions hc{c.hc_sinkhorn_iters, static_cast<float>(c.hc_eps), cx.eps()};
+  const v4::LayerWeights& b = w.block;
+  Tensor x = cx.act(Shape{t, c.hidden_size});
+  Tensor y = cx.act(Shape{t, c.hidden_size});
+  Tensor pre_attn = cx.alloc(Shape{t, n}, DType::kF32);
+  Tensor post = cx.alloc(Shape{t, n}, DType::kF32);
+  Tensor comb = cx.alloc(Shape{t, n, n}, DType::kF32);
+
+  be.hc_mix(s.stream, b.hc_attn, hc, pre_attn, post, comb);
+  be.hc_collapse(s.stream, s.pre, x);
+  be.rms_norm(x, &b.attn_norm, cx.eps(), x);
+  attention_forward(cx, spec, w, step, tail, shared, x, y);
+  be.hc_post(y, s.stream, post, comb, s.mid);
+
+  be.hc_mix(s.mid, b.hc_ffn, hc, s.pre, post, comb);  // s.pre ← this site's pre, used one site later
+  be.hc_collapse(s.mid, pre_attn, x);
+  be.rms_norm(x, &b.ffn_norm, cx.eps(), x);
+  v4::moe_forward(cx, spec, b.moe, step, x, y);
+  be.hc_post(y, s.mid, post, comb, s.stream);
+}
+
+}  // namespace
+
+ReplayOptions ReplayOptions::from_env() {
+  const env::Flags& f = env::flags();
+  ReplayOptions r;
+  r.compact = f.yoco_prefill_truncation_mode == "compact";
+  r.keep_tokens = f.yoco_prefill_keep_tokens;
+  return r;
+}
+
+Model::Model(const io::ModelConfig& config, ops::Backend& backend, const v4::Numerics& numerics)
+    : config_(config), backend_(backend), numerics_(numerics), step_ws_(backend), layer_ws_(backend) {}
+
+std::unique_ptr<Model> Model::load(const v4::WeightSource& weights, const io::ModelConfig& config,
+                                   ops::Backend& backend, const v4::Numerics& numerics,
+                                   std::shared_ptr<const engram::EngramHasher> hasher, const ReplayOptions& replay) {
+  std::unique_ptr<Model> m(new Model(config, backend, numerics));
+  check_config(m->config_, m->numerics_, hasher.get());
+  m->last_kv_source_ = check_replay(m->config_, replay);
+  m->replay_ = replay;
+  m->hasher_ = std::move(hasher);
+  m->weights_ = v41::load_weights(weights, m->config_, backend);
+  m->rope_main_ = v4::make_rope_table(backend, config, config.rope.theta, false);
+  m->rope_compress_ = v4::make_rope_table(backend, config, config.rope.compress_theta, true);
+  return m;
+}
+
+std::unique_ptr<v4::SequenceState> Model::new_sequence() const {
+  return v4::new_sequence_state(config_, numerics_.act, backend_);
+}
+
+namespace {
+
+// The replayed tails of a split step: each chunk's last keep rows (all of a shorter chunk).
+struct TailPlan {
+  Step step;
+  std::vector<std::int64_t> rows;          // per segment
+  std::vector<std::int32_t> source_rows;   // full-step row of each tail row
+  std::vector<std::int32_t> ids, positions;
+};
+
+TailPlan plan_tail(const Step& step, const v4::StepPlan& plan, std::int64_t keep) {
+  TailPlan tp;
+  for (const v4::Segment& seg : step.segments) {
+    const std::int64_t rows = std::min(seg.count, keep);
+    const std::int64_t start = seg.start_pos + seg.count - rows;
+    tp.step.segments.push_back({seg.state, tp.step.tokens, rows, start, rows < seg.count ? start : 0});
+    for (std::int64_t i = seg.count - rows; i < seg.count; ++i) {
+      const auto src = static_cast<std::size_t>(seg.offset + i);
+      tp.source_rows.push_back(static_cast<std::int32_t>(src));
+      tp.ids.push_back(plan.ids[src]);
+      tp.positions.push_back(plan.positions[src]);
+    }
+    tp.rows.push_back(rows);
+    tp.step.tokens += rows;
+  }
+  return tp;
+}
+
+// Logit rows in the tail layout; a truncated chunk can only give logits of its tail.
+std::vector<std::int32_t> tail_logit_rows(std::span<const SequenceModel::Chunk> chunks, const TailPlan& tp) {
+  std::vector<std::int32_t> rows;
+  for (std::size_t s = 0; s < chunks.size(); ++s) {
+    const v4::Segment& seg = tp.step.segments[s];
+    DI_CHECK(chunks[s].num_logits <= seg.count,
+             "bounded replay (DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE=compact) keeps only the last {} rows of a prefill "
+             "chunk: {} logits (prompt logprobs) cannot be computed",
+             seg.count, chunks[s].num_logits);
+    for (std::int64_t i = seg.count - chunks[s].num_logits; i < seg.count; ++i)
+      rows.push_back(static_cast<std::int32_t>(seg.offset + i));
+  }
+  return rows;
+}
+
+}  // namespace
+
+void Model::forward(std::span<const Chunk> chunks, Tensor& logits) {
+  v4::StepPlan plan = v4::plan_step(chunks, config_, logits);
+  Step& step = plan.step;
+  const auto rows = static_cast<std::int64_t>(plan.logit_rows.size());
+  if (step.tokens == 0) return;
+
+  ForwardContext cx{backend_, step_ws_, layer_ws_, config_, numerics_, rope_main_, rope_compress_};
+  v4::begin_step(cx, plan);
+  const std::size_t segments = step.segments.size();
+  Csa2Shared shared(config_.layers.size());
+  for (auto& per_layer : shared.lists) per_layer.assign(segments, Tensor());
+  shared.candidate_bias.assign(segments, Tensor());
+  shared.tail_lists.assign(segments, Tensor());
+  shared.split_layer = last_kv_source_;
+
+  // Bounded replay applies when some chunk is longer than the kept tail.
+  const bool split = replay_.compact && std::any_of(step.segments.begin(), step.segments.end(), [&](const auto& seg) {
+                       return seg.count > replay_.keep_tokens;
+                     });
+  TailPlan tail;
+  std::vector<std::int32_t> logit_rows = plan.logit_rows;
+  Tensor tail_source_rows;
+  if (split) {
+    tail = plan_tail(step, plan, replay_.keep_tokens);
+    shared.tail_rows = tail.rows;
+    logit_rows = tail_logit_rows(chunks, tail);
+    tail.step.ids = cx.upload_i32(tail.ids, Shape{tail.step.tokens});
+    tail.step.positions = cx.upload_i32(tail.positions, Shape{tail.step.tokens});
+    tail_source_rows = cx.upload_i32(tail.source_rows, Shape{tail.step.tokens});
+  }
+  // Step-lifetime copies: upload_i32 uses layer scratch, which each layer releases.
+  const ops::Workspace::Mark layer_start = layer_ws_.mark();
+
+  const std::int64_t n = config_.hc_mult, dim = config_.hidden_size;
+  Streams s{step_ws_.alloc(Shape{step.tokens, n, dim}, numerics_.act),
+            step_ws_.alloc(Shape{step.tokens, n, dim}, numerics_.act), first_pre(cx, step.tokens, n)};
+  backend_.embedding(step.ids, weights_.embed, s.stream);
+  const auto& engram_ids = config_.engram.layer_ids;
+  for (int layer = 0; layer < config_.num_layers; ++layer) {
+    const bool in_tail = split && layer > last_kv_source_;
+    if (split && layer == last_kv_source_ + 1) {  // late layers: only the tails' rows go on
+      Streams t{step_ws_.alloc(Shape{tail.step.tokens, n, dim}, numerics_.act),
+                step_ws_.alloc(Shape{tail.step.tokens, n, dim}, numerics_.act),
+                step_ws_.alloc(Shape{tail.step.tokens, n}, DType::kF32)};
+      backend_.gather_rows(s.stream, tail_source_rows, t.stream);
+      backend_.gather_rows(s.pre, tail_source_rows, t.pre);
+      s = t;
+    }
+    const LayerWeights& w = weights_.layers[static_cast<std::size_t>(layer)];
+    if (w.engram) {
+      const auto e = static_cast<int>(std::find(engram_ids.begin(), engram_ids.end(), layer) - engram_ids.begin());
+      engram_forward(cx, *w.engram, e, *hasher_, step, plan.ids, s.stream);
+    }
+    block_forward(cx, config_.layer(layer), w, in_tail ? tail.step : step, in_tail, shared, s);
+    layer_ws_.release(layer_start);
+  }
+
+  if (rows > 0) {
+    const Tensor picked_rows = cx.upload_i32(logit_rows, Shape{rows});
+    Tensor picked = step_ws_.alloc(Shape{rows, n, dim}, numerics_.act);
+    backend_.gather_rows(s.stream, picked_rows, picked);
+    Tensor pre = step_ws_.alloc(Shape{rows, n}, DType::kF32);
+    backend_.gather_rows(s.pre, picked_rows, pre);
+    Tensor h = step_ws_.alloc(Shape{rows, dim}, numerics_.act);
+    backend_.hc_collapse(picked, pre, h);  // the last site's pre weights: no hc_head in V4.1
+    backend_.rms_norm(h, &weights_.norm, cx.eps(), h);
+    backend_.linear(h, weights_.head, {}, logits);  // f32 logits, unquantised input (reference head)
+  }
+  const std::size_t history = config_.engram.layer_ids.empty() ? 0 : static_cast<std::size_t>(config_.engram.max_ngram_size - 1);
+  v4::finish_step(step, plan.ids, history);
+}
+
+}  // namespace deepinfer::model::v41

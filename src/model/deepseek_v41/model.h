@@ -1,0 +1,69 @@
+// The DeepSeek-V4.1 model on an ops::Backend (MODEL_SPEC part B): lagged single-pass mHC, CSA2
+// attention (KV sources with ratio 2 / 1 compressors, Reuse and Reindex layers, hierarchical
+// candidates), Engram reads, MoE without hash routing and the final collapse without hc_head.
+// Shares the attention core, MoE, RoPE, numerics, state and weight loading with deepseek_v4.
+//
+//   auto model = Model::load(*v4::checkpoint_weights(ckpt), ckpt.config(), backend, mode, hasher);
+//   auto seq = model->new_sequence();
+//   model->forward({{seq.get(), prompt, 1}}, logits);
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+
+#include "io/model_config.h"
+#include "model/deepseek_v4/numerics.h"
+#include "model/deepseek_v41/weights.h"
+#include "model/engram/engram_hash.h"
+#include "model/sequence_model.h"
+#include "ops/backend.h"
+#include "ops/workspace.h"
+
+namespace deepinfer::model::v41 {
+
+// SWA bounded replay on prefill (MODEL_SPEC B5.3): with `compact`, layers after the last KV source
+// run only the last keep_tokens rows of a prefill chunk longer than that.
+struct ReplayOptions {
+  bool compact = false;
+  std::int64_t keep_tokens = 140;
+  std::int64_t max_draft_tokens = 0;  // the kept tail must cover window + this
+
+  // DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE / _KEEP_TOKENS.
+  static ReplayOptions from_env();
+};
+
+class Model final : public SequenceModel {
+ public:
+  // Checks the config (deepseek_v41, sizes the ops support), loads every backbone tensor and keeps
+  // `hasher` for the Engram layers (required when the config has any).
+  static std::unique_ptr<Model> load(const v4::WeightSource& weights, const io::ModelConfig& config,
+                                     ops::Backend& backend, const v4::Numerics& numerics,
+                                     std::shared_ptr<const engram::EngramHasher> hasher,
+                                     const ReplayOptions& replay = {});
+
+  const io::ModelConfig& config() const override { return config_; }
+  const v4::Numerics& numerics() const override { return numerics_; }
+  ops::Backend& backend() const override { return backend_; }
+  const ReplayOptions& replay() const { return replay_; }
+  std::unique_ptr<v4::SequenceState> new_sequence() const override;
+  void forward(std::span<const Chunk> chunks, Tensor& logits) override;
+
+ private:
+  Model(const io::ModelConfig& config, ops::Backend& backend, const v4::Numerics& numerics);
+
+  io::ModelConfig config_;
+  ops::Backend& backend_;
+  v4::Numerics numerics_;
+  ReplayOptions replay_;
+  ModelWeights weights_;
+  std::shared_ptr<const engram::EngramHasher> hasher_;
+  int last_kv_source_ = -1;
+  ops::RopeTable rope_main_;
+  ops::RopeTable rope_compress_;
+  ops::Workspace step_ws_;
+  ops::Workspace layer_ws_;
+};
+
+}  // namespace deepinfer::model::v41
