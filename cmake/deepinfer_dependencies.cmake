@@ -3,6 +3,15 @@
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(fmt 9 REQUIRED)
+# Nearly every translation unit formats (DI_CHECK), and fmt's header-only mode compiles fmt's whole
+# implementation into each one: 2-3 s per TU with gcc -O3 and 5-8 s under clang ASan+UBSan, most
+# of a sanitizer build (docs/CI.md). Our targets name fmt::fmt-header-only; where the compiled
+# library is there (Debian's libfmt-dev ships libfmt.so), that target forwards to it instead.
+option(DEEPINFER_FMT_HEADER_ONLY "Use fmt header-only (slower builds, no libfmt.so needed at run time)" OFF)
+if(NOT DEEPINFER_FMT_HEADER_ONLY AND TARGET fmt::fmt)
+  set_target_properties(fmt::fmt-header-only PROPERTIES
+    INTERFACE_COMPILE_DEFINITIONS "" INTERFACE_LINK_LIBRARIES fmt::fmt)
+endif()
 find_package(Threads REQUIRED)
 # PCRE2 through find_library rather than pkg-config, so a relocated copy of the headers and
 # libraries (tools/gpu/collect_deps.sh, for the GPU machine) works through CMAKE_PREFIX_PATH.

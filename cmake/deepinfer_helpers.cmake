@@ -23,6 +23,27 @@ if(DEEPINFER_FUZZ)
   add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-fsanitize=fuzzer-no-link>)
 endif()
 
+# A flavour that runs only some test labels (CI's sanitizer flavour runs unit + fuzz) need not
+# compile the rest: with DEEPINFER_TEST_LABELS set, a test or fuzzer with none of those labels is
+# still defined (other CMake code may refer to it) but left out of `all` and not registered.
+set(DEEPINFER_TEST_LABELS "" CACHE STRING "Build and register only tests with one of these labels (empty: all)")
+# How long ctest runs each fuzzer (seconds); the seed corpus is replayed first either way.
+set(DEEPINFER_FUZZ_SECONDS 20 CACHE STRING "Seconds ctest spends in each libFuzzer target")
+
+# deepinfer_test_wanted(<out-var> <labels>): TRUE when DEEPINFER_TEST_LABELS admits one of <labels>.
+function(deepinfer_test_wanted out_var)
+  set(wanted TRUE)
+  if(DEEPINFER_TEST_LABELS)
+    set(wanted FALSE)
+    foreach(label IN LISTS ARGN)
+      if(label IN_LIST DEEPINFER_TEST_LABELS)
+        set(wanted TRUE)
+      endif()
+    endforeach()
+  endif()
+  set(${out_var} ${wanted} PARENT_SCOPE)
+endfunction()
+
 function(deepinfer_target_defaults target)
   target_compile_features(${target} PUBLIC cxx_std_20)
   target_include_directories(${target} PUBLIC
@@ -48,21 +69,38 @@ function(deepinfer_add_library name)
   endif()
 endfunction()
 
-# deepinfer_add_test(NAME SOURCES a_test.cpp DEPS lib... [LABELS unit] [TIMEOUT s])
+# Test executables compile as unity builds: their files share gtest, json and our headers, and
+# code generation of those inline functions is most of a test file's compile time, so one TU per
+# target instead of one per file halves test compile time (docs/CI.md). So file-local helpers in
+# one test target must have distinct names (anonymous namespaces are shared); NO_UNITY opts a
+# target out.
+option(DEEPINFER_UNITY_TESTS "Compile each test target as unity batches" ON)
+
+# deepinfer_add_test(NAME SOURCES a_test.cpp DEPS lib... [LABELS unit] [TIMEOUT s] [NO_UNITY])
 function(deepinfer_add_test name)
-  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "NO_UNITY" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
+  if(NOT ARG_LABELS)
+    set(ARG_LABELS unit)
+  endif()
+  deepinfer_test_wanted(wanted ${ARG_LABELS})
   add_executable(${name} ${ARG_SOURCES})
+  if(NOT wanted)
+    set_target_properties(${name} PROPERTIES EXCLUDE_FROM_ALL TRUE)
+  endif()
+  if(DEEPINFER_UNITY_TESTS AND NOT ARG_NO_UNITY)
+    set_target_properties(${name} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 8)
+  endif()
   deepinfer_target_defaults(${name})
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
   target_compile_definitions(${name} PRIVATE
     DEEPINFER_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
     DEEPINFER_BINARY_DIR="${PROJECT_BINARY_DIR}")
-  if(NOT ARG_LABELS)
-    set(ARG_LABELS unit)
-  endif()
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 300)
+  endif()
+  if(NOT wanted)
+    return()
   endif()
   gtest_discover_tests(${name} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT}
                        DISCOVERY_TIMEOUT 60)
@@ -72,7 +110,8 @@ endfunction()
 # with DEEPINFER_FUZZ=ON and clang. CTest runs each one briefly over its seed corpus.
 function(deepinfer_add_fuzzer name)
   cmake_parse_arguments(ARG "" "CORPUS" "SOURCES;DEPS" ${ARGN})
-  if(NOT DEEPINFER_FUZZ)
+  deepinfer_test_wanted(wanted fuzz)
+  if(NOT DEEPINFER_FUZZ OR NOT wanted)
     return()
   endif()
   add_executable(${name} ${ARG_SOURCES})
@@ -85,6 +124,6 @@ function(deepinfer_add_fuzzer name)
   set(found_dir ${CMAKE_CURRENT_BINARY_DIR}/${name}_found)
   file(MAKE_DIRECTORY ${found_dir})
   add_test(NAME fuzz.${name}
-           COMMAND ${name} -max_total_time=20 -timeout=5 -rss_limit_mb=2048 ${found_dir} ${ARG_CORPUS})
+           COMMAND ${name} -max_total_time=${DEEPINFER_FUZZ_SECONDS} -timeout=5 -rss_limit_mb=2048 ${found_dir} ${ARG_CORPUS})
   set_tests_properties(fuzz.${name} PROPERTIES LABELS fuzz TIMEOUT 120)
 endfunction()

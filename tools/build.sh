@@ -12,8 +12,13 @@ case "$flavour" in
   asan)    dir=build/asan; args=(-DCMAKE_BUILD_TYPE=None "-DCMAKE_CXX_FLAGS=-O1 -g1" -DCMAKE_C_COMPILER=clang
                                  -DCMAKE_CXX_COMPILER=clang++ -DDEEPINFER_SANITIZE=address,undefined
                                  -DDEEPINFER_FUZZ=ON -DDEEPINFER_WERROR=OFF -DDEEPINFER_CUDA=OFF
-                                 -DDEEPINFER_BUILD_BENCH=OFF) ;;
+                                 -DDEEPINFER_BUILD_BENCH=OFF
+                                 # an ASan-built extension cannot load into a plain python3
+                                 -DCMAKE_DISABLE_FIND_PACKAGE_pybind11=ON) ;;
   *) echo "usage: tools/build.sh [release|asan] [targets...]" >&2; exit 2 ;;
 esac
+# DEEPINFER_TEST_LABELS="unit;fuzz" builds only the tests of those labels (tools/test_all.sh uses
+# it for the sanitizer flavour); always passed, so an unset variable restores the full build.
+args+=("-DDEEPINFER_TEST_LABELS=${DEEPINFER_TEST_LABELS:-}")
 cmake -S . -B "$dir" -G Ninja "${args[@]}" >/dev/null
 ninja -C "$dir" -j "$jobs" "$@"

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 bash tools/install_deps.sh
 jobs="${DEEPINFER_BUILD_JOBS:-$(nproc)}"
 
-bash tools/build.sh asan
+DEEPINFER_TEST_LABELS="unit;fuzz" bash tools/build.sh asan
 (cd build/asan && ctest -L 'unit|fuzz' -j "$jobs" --output-on-failure --timeout 600) >build/asan-ctest.log 2>&1 \
   || { cat build/asan-ctest.log; echo "test_all: sanitizer unit tests or fuzzers failed" >&2; exit 1; }
 echo "test_all: sanitizer unit tests and fuzzers:"; tail -n 4 build/asan-ctest.log

@@ -23,26 +23,26 @@ std::string effort(int budget) {
          " (range 1-100, the higher the value, the more thorough the reasoning)\n\n";
 }
 
-EncodeResult encode(const std::vector<Message>& messages, const EncodeOptions& options) {
+EncodeResult encode_v41(const std::vector<Message>& messages, const EncodeOptions& options) {
   return encode_chat(messages, options);
 }
 
 TEST(Dsv41Encoder, ThinkingWritesTheSystemTokenAndDefaultEffort) {
   const std::vector<Message> messages = {msg("system", "S"), msg("user", "Q")};
-  const EncodeResult r = encode(messages, v41(true));
+  const EncodeResult r = encode_v41(messages, v41(true));
   EXPECT_EQ(r.prompt, cat(kBos, kSystem, effort(50), "S", kUser, "Q", kAssistant, kThinkStart));
   EXPECT_TRUE(r.thinking_open);
   // Without a system message the effort still sits behind a system token.
-  EXPECT_EQ(encode({msg("user", "Q")}, v41(true)).prompt,
+  EXPECT_EQ(encode_v41({msg("user", "Q")}, v41(true)).prompt,
             cat(kBos, kSystem, effort(50), kUser, "Q", kAssistant, kThinkStart));
 }
 
 TEST(Dsv41Encoder, ChatModeHasNoEffortLine) {
-  EXPECT_EQ(encode({msg("system", "S"), msg("user", "Q")}, v41(false, "max")).prompt,
+  EXPECT_EQ(encode_v41({msg("system", "S"), msg("user", "Q")}, v41(false, "max")).prompt,
             cat(kBos, kSystem, "S", kUser, "Q", kAssistant, kThinkEnd));
-  EXPECT_EQ(encode({msg("user", "Q")}, v41(false)).prompt,
+  EXPECT_EQ(encode_v41({msg("user", "Q")}, v41(false)).prompt,
             cat(kBos, kUser, "Q", kAssistant, kThinkEnd));
-  EXPECT_EQ(encode({msg("user", "Q")}, v41(true, "none")).prompt,
+  EXPECT_EQ(encode_v41({msg("user", "Q")}, v41(true, "none")).prompt,
             cat(kBos, kUser, "Q", kAssistant, kThinkEnd));
 }
 
@@ -51,12 +51,12 @@ TEST(Dsv41Encoder, ReasoningEffortNamesAndNumbersMapToBudgets) {
       {"minimal", 25}, {"low", 25}, {"medium", 50}, {"high", 50}, {"xhigh", 75},
       {"max", 100},    {"1", 1},    {"37", 37},     {"100", 100}};
   for (const auto& [name, budget] : cases) {
-    EXPECT_EQ(encode({msg("user", "Q")}, v41(true, name)).prompt,
+    EXPECT_EQ(encode_v41({msg("user", "Q")}, v41(true, name)).prompt,
               cat(kBos, kSystem, effort(budget), kUser, "Q", kAssistant, kThinkStart))
         << name;
   }
   for (const char* bad : {"0", "101", "12x", "", "ultra"}) {
-    expect_error([&] { encode({msg("user", "Q")}, v41(true, bad)); },
+    expect_error([&] { encode_v41({msg("user", "Q")}, v41(true, bad)); },
                  {"reasoning_effort", "deepseek_v41"});
   }
 }
@@ -64,7 +64,7 @@ TEST(Dsv41Encoder, ReasoningEffortNamesAndNumbersMapToBudgets) {
 TEST(Dsv41Encoder, MidConversationSystemMessageActsAsAUserTurn) {
   const std::vector<Message> messages = {msg("user", "a"), assistant("b", "hidden"),
                                          msg("system", "New rule.")};
-  EXPECT_EQ(encode(messages, v41(true)).prompt,
+  EXPECT_EQ(encode_v41(messages, v41(true)).prompt,
             cat(kBos, kSystem, effort(50), kUser, "a", kAssistant, kThinkEnd, "b", kEos, kSystem,
                 "New rule.", kAssistant, kThinkStart));
 }
@@ -75,7 +75,7 @@ TEST(Dsv41Encoder, ToolCallsAndToolsUseTheSpacedDsmlTags) {
   const std::vector<Message> messages = {
       msg("user", "go"), assistant("On it.", std::nullopt, {call("1", "f", R"({"x": 1})")}),
       tool("1", "done")};
-  const std::string prompt = encode(messages, options).prompt;
+  const std::string prompt = encode_v41(messages, options).prompt;
   EXPECT_TRUE(prompt.starts_with(cat(
       kBos, kSystem, "\n\n## Tools\n\nYou have access to a set of tools to help answer the "
       "user's question. You can invoke tools by writing a \"<｜DSML｜ calls>\" block like the "
@@ -107,7 +107,7 @@ TEST(Dsv41Encoder, ImagePartsBecomePlaceholdersInPromptOrder) {
   result.content_parts = {{"image_url", "", image2}, {"input_audio", "", Json{}}};
   const std::vector<Message> messages = {user, assistant("", std::nullopt, {call("1", "f", "{}")}),
                                          result};
-  const EncodeResult r = encode(messages, v41(false));
+  const EncodeResult r = encode_v41(messages, v41(false));
   EXPECT_TRUE(r.prompt.starts_with(cat(kBos, kUser, "Compare\n\n", kImage, "\n\n", kImage,
                                        kAssistant)))
       << r.prompt;
@@ -118,12 +118,12 @@ TEST(Dsv41Encoder, ImagePartsBecomePlaceholdersInPromptOrder) {
 }
 
 TEST(Dsv41Encoder, RejectsImageTokensInTextAndImagesWithoutSource) {
-  expect_error([] { encode({msg("user", cat("look ", kImage))}, v41(false)); },
+  expect_error([] { encode_v41({msg("user", cat("look ", kImage))}, v41(false)); },
                {"messages[0].content", "image"});
   Message user;
   user.role = "user";
   user.content_parts = {{"image_url", "", Json::parse(R"({"type": "image_url"})")}};
-  expect_error([&] { encode({user}, v41(false)); }, {"messages[0].content[0]", "image"});
+  expect_error([&] { encode_v41({user}, v41(false)); }, {"messages[0].content[0]", "image"});
 }
 
 }  // namespace
