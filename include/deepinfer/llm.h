@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/sampler.h"
 #include "engine/sampling_params.h"
 
 namespace deepinfer {
@@ -45,6 +46,7 @@ struct CompletionResult {
   std::optional<std::string> text;  // unset when there is no tokenizer
   std::string finish_reason;        // stop | length | abort | error
   std::optional<std::string> stop_reason;  // the stop string that ended it
+  std::vector<engine::SampleResult> logprobs;  // one per token when SamplingParams::logprobs is set
 };
 
 struct RequestResult {
@@ -66,8 +68,11 @@ class LLM {
 
   // params: one per prompt, or a single one for all. A request the engine rejects (ids outside
   // the vocabulary, bad sampling fields, too long) gets its error and no outputs; the others run.
+  // With throw_on_rejected the first rejection is thrown instead, before any model work (the
+  // Python API's behaviour, as vLLM's). Whatever throws (a rejection, the model, `progress`),
+  // the requests of this call are aborted first, so the LLM stays usable.
   std::vector<RequestResult> generate(const std::vector<Prompt>& prompts, const std::vector<SamplingParams>& params,
-                                      const ProgressCallback& progress = nullptr);
+                                      const ProgressCallback& progress = nullptr, bool throw_on_rejected = false);
 
   bool has_tokenizer() const;
   std::vector<std::int32_t> encode(const std::string& text) const;

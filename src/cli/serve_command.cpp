@@ -7,15 +7,14 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <thread>
 
 #include "cli/command.h"
 #include "cli/model_options.h"
 #include "common/error.h"
 #include "deepinfer/llm.h"
-#include "grammar/engine_constraint.h"
 #include "model/deepseek_v4/paged_runner.h"
+#include "model/open_engine.h"
 #include "server/engine_backend.h"
 #include "server/http_server.h"
 #include "tokenizer/tokenizer.h"
@@ -85,55 +84,21 @@ nlohmann::json parse_kwargs(const std::string& text) {
   return value;
 }
 
-// EOS ids from generation_config.json (an id or a list), else the tokenizer's eos token.
-std::vector<std::int32_t> eos_ids(const std::filesystem::path& model_dir, const tokenizer::Tokenizer& tok) {
-  std::vector<std::int32_t> ids;
-  if (std::ifstream in(model_dir / "generation_config.json"); in) {
-    const auto j = nlohmann::json::parse(in, nullptr, false);
-    const auto e = j.is_object() ? j.value("eos_token_id", nlohmann::json()) : nlohmann::json();
-    for (const auto& v : e.is_array() ? e : nlohmann::json::array({e}))
-      if (v.is_number_integer()) ids.push_back(v.get<std::int32_t>());
-  }
-  if (ids.empty() && tok.special_tokens().eos) ids.push_back(*tok.special_tokens().eos);
-  DI_CHECK(!ids.empty(), "{}: neither generation_config.json nor the tokenizer names an EOS token", model_dir.string());
-  return ids;
-}
-
-// The engine the way deepinfer::LLM builds it (src/model/llm.cpp), behind the engine backend.
+// The engine the way deepinfer::LLM builds it (open_engine), behind the engine backend; serve
+// also needs a tokenizer and EOS ids.
 std::unique_ptr<server::EngineBackend> open_backend(ServeOptions& o) {
   const std::filesystem::path dir(o.model.model_dir);
   auto opened = model::v4::open_paged_runner(dir, o.model.numeric_mode(), o.engine.device);
   const io::ModelConfig& model_config = *opened.config;
-  auto tokenizer = std::make_shared<const tokenizer::Tokenizer>(
-      tokenizer::Tokenizer::load(o.engine.tokenizer.empty() ? dir : std::filesystem::path(o.engine.tokenizer)));
-  const LLMOptions& e = o.engine;
-  engine::EngineConfig config;
-  config.scheduler.max_num_seqs = e.max_num_seqs;
-  config.scheduler.max_num_batched_tokens = e.max_num_batched_tokens;
-  const std::int64_t max_pos = model_config.max_position_embeddings > 0 ? model_config.max_position_embeddings : 8192;
-  config.scheduler.max_model_len =
-      e.max_model_len > 0 ? e.max_model_len : static_cast<std::int32_t>(std::min<std::int64_t>(max_pos, 8192));
-  const std::int32_t multiple = opened.runner->cache_spec().page_size_multiple();
-  config.cache.page_size = std::max(1, (64 + multiple - 1) / multiple) * multiple;
-  const std::int32_t per_seq = (config.scheduler.max_model_len + config.cache.page_size - 1) / config.cache.page_size;
-  config.cache.num_pages = e.num_pages > 0 ? e.num_pages : 4 * per_seq;
-  config.cache.num_snapshot_slots = std::min(e.max_num_seqs, 16);
-  config.cache.enable_prefix_caching = e.enable_prefix_caching;
-  config.seed = e.seed;
-  config.worker_threads = e.worker_threads;
-  config.eos_token_ids = eos_ids(dir, *tokenizer);
   server::EngineBackendOptions backend;
   backend.model_path = o.model.model_dir;
   backend.chat_format = chat_format_for(o.chat_format, model_config);
   backend.max_queued_requests = o.max_queued_requests;
-  auto engine = std::make_unique<engine::Engine>(config, std::move(opened.runner), server::make_detokenizer(tokenizer));
-  // Structured outputs: grammar constraints over the tokenizer's vocabulary; a thinking chat's
-  // constraint starts after "</think>" (so_args.start_after), however many tokens spell it.
-  engine->set_constraint_factory(
-      grammar::make_grammar_constraint_factory(*tokenizer, engine->vocab_size(), config.eos_token_ids));
-  backend.structured_outputs = true;
-  backend.structured_outputs_after_thinking = true;
-  return std::make_unique<server::EngineBackend>(std::move(engine), tokenizer, backend);
+  OpenedEngine engine = open_engine(dir, std::move(opened.runner), model_config, o.engine,
+                                    {.require_tokenizer = true, .require_eos = true});
+  backend.structured_outputs = engine.structured_outputs;
+  backend.structured_outputs_after_thinking = engine.structured_outputs;
+  return std::make_unique<server::EngineBackend>(std::move(engine.engine), std::move(engine.tokenizer), backend);
 }
 
 // Serves until SIGINT or SIGTERM, which a dedicated thread waits for (blocked in every other

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <limits>
 
 #include "common/error.h"
 #include "engine/philox.h"
@@ -47,6 +48,11 @@ Engine::Engine(EngineConfig config, std::unique_ptr<ModelRunner> runner, std::sh
   for (std::int32_t id : config_.eos_token_ids) {
     DI_CHECK(id >= 0 && id < vocab_size_, "engine config: eos token id {} is outside the vocabulary [0, {})", id,
              vocab_size_);
+  }
+  for (std::int32_t id : config_.unsampleable_token_ids) {
+    DI_CHECK(id >= 0 && id < vocab_size_, "engine config: unsampleable token id {} is outside the vocabulary [0, {})", id,
+             vocab_size_);
+    DI_CHECK(!contains(config_.eos_token_ids, id), "engine config: eos token id {} is also listed as unsampleable", id);
   }
   const cache::CacheLayout layout =
       cache::CacheLayout::make(runner_->cache_spec(), config_.cache, config_.scheduler.max_num_seqs);
@@ -300,6 +306,15 @@ void Engine::fail_batch(const ScheduledBatch& batch) {
   for (const std::string& id : ids) abort_with(id, FinishReason::kError);
 }
 
+void Engine::mask_unsampleable(std::int32_t rows) {
+  if (config_.unsampleable_token_ids.empty()) return;
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  for (std::int32_t r = 0; r < rows; ++r) {
+    float* row = logits_.data() + static_cast<std::size_t>(r) * static_cast<std::size_t>(vocab_size_);
+    for (std::int32_t id : config_.unsampleable_token_ids) row[id] = kNegInf;
+  }
+}
+
 std::vector<std::future<void>> Engine::start_masks(const ScheduledBatch& batch) {
   const auto rows = static_cast<std::size_t>(batch.forward.num_logit_rows());
   const std::size_t words = (static_cast<std::size_t>(vocab_size_) + 31) / 32;
@@ -382,6 +397,7 @@ std::vector<RequestOutput> Engine::step() {
       throw;
     }
     model_seconds = seconds_since(model_start);
+    mask_unsampleable(batch.forward.num_logit_rows());
     for (std::future<void>& m : masks) m.get();
     stats_.prefill_tokens += batch.num_prefill_tokens;
     stats_.decode_tokens += batch.num_decode_tokens;

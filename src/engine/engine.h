@@ -33,6 +33,10 @@ struct EngineConfig {
   std::int32_t dp_rank = 0;   // mixed into that generator, so ranks draw different seeds
   std::vector<std::int32_t> eos_token_ids;  // finish a sequence unless ignore_eos
   std::int32_t max_logprobs = 20;
+  // Ids the model can output that have no token (a vocabulary padded past the tokenizer's, e.g.
+  // 128,815..129,279 for DeepSeek): their logits are set to -inf before sampling, so no request
+  // samples one, whatever its parameters.
+  std::vector<std::int32_t> unsampleable_token_ids;
   // Worker threads for host-side per-sequence work: structured-output masks while the model
   // runs, sampling / stop checks / detokenization after it. 0: all on the engine thread.
   std::int32_t worker_threads = 0;
@@ -158,6 +162,8 @@ class Engine {
   // Fills the structured-output masks of the batch's logits rows (see docs/ENGINE.md): on the
   // mask pool, overlapping the forward, or inline. Returns the tasks to wait for.
   std::vector<std::future<void>> start_masks(const ScheduledBatch& batch);
+  // Sets the logits of config_.unsampleable_token_ids to -inf in every row.
+  void mask_unsampleable(std::int32_t rows);
 
   EngineConfig config_;
   std::unique_ptr<ModelRunner> runner_;

@@ -397,5 +397,42 @@ TEST(Engine, DataParallelRanksRunSideBySideWithTheirOwnSeeds) {
   EXPECT_NE(t0, t1);
 }
 
+// A vocabulary padded past the tokenizer's: the padded ids must never be sampled, not even when a
+// logit bias makes them the most likely tokens, greedy or sampled, with logprobs asked for.
+TEST(Engine, UnsampleableIdsAreNeverSampled) {
+  EngineConfig config = small_config();
+  std::vector<std::int32_t> padded;
+  for (std::int32_t id = 48; id < 64; ++id) padded.push_back(id);
+  std::vector<Case> cases;
+  for (std::int32_t i = 0; i < 12; ++i) {
+    Case c;
+    c.id = "p" + std::to_string(i);
+    c.prompt = make_prompt(5 + i, 700 + static_cast<std::uint32_t>(i), 64);
+    c.params.max_tokens = 24;
+    c.params.ignore_eos = true;
+    c.params.seq_seed = static_cast<std::uint64_t>(i);
+    c.params.temperature = i % 3 == 0 ? 0.0f : 2.0f;
+    c.params.logit_bias = {{50, 100.0f}, {63, 50.0f}};
+    if (i % 2 == 1) c.params.logprobs = 5;
+    cases.push_back(std::move(c));
+  }
+  // Without the mask the biased padded ids win almost every draw (so the test can fail).
+  const auto unmasked = run_cases(config, cases);
+  std::size_t picked = 0;
+  for (const auto& [id, completions] : unmasked)
+    for (std::int32_t t : completions[0].tokens) picked += t >= 48 ? 1 : 0;
+  ASSERT_GT(picked, 100u);
+
+  config.unsampleable_token_ids = padded;
+  for (const auto& [id, completions] : run_cases(config, cases)) {
+    ASSERT_EQ(completions[0].tokens.size(), 24u) << id;
+    for (std::int32_t t : completions[0].tokens) EXPECT_LT(t, 48) << id;
+    for (const SampleResult& lp : completions[0].logprobs)
+      for (const TokenLogprob& top : lp.top) EXPECT_LT(top.token, 48) << id;
+  }
+  config.unsampleable_token_ids = {64};
+  EXPECT_THROW(make_engine(config), deepinfer::Error);
+}
+
 }  // namespace
 }  // namespace deepinfer::engine
