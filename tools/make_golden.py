@@ -1,38 +1,25 @@
 #!/usr/bin/env python3
-"""Builds tiny random DeepSeek-V4 checkpoints and records HF transformers `DeepseekV4ForCausalLM` reference outputs
-(logits, greedy continuations, cache cross-checks) under tests/golden/v4/<case>/ for the C++ "exact" mode golden tests.
-Needs torch + transformers (5.17 is the reference version); see tests/golden/README.md for how the fixtures are made."""
+"""Builds tiny random DeepSeek checkpoints and records HF transformers reference outputs (logits, greedy continuations,
+cache cross-checks) under tests/golden/<arch>/<case>/ for the C++ golden tests: `--arch v4` (default,
+DeepseekV4ForCausalLM, this file) or `--arch v41` (DeepseekV41ForCausalLM, tools/golden_v41.py; needs a transformers
+with deepseek_v41). The shared machinery is tools/golden_common.py; see tests/golden/README.md for how fixtures are made."""
 
 from __future__ import annotations
 
-import argparse
-import datetime
 import json
-import os
-import platform
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
-import transformers
-from transformers import DeepseekV4Config, DeepseekV4ForCausalLM, GenerationConfig
-from transformers.cache_utils import DynamicCache
+from transformers import DeepseekV4Config, DeepseekV4ForCausalLM
 from transformers.models.deepseek_v4 import modeling_deepseek_v4 as hf_v4
 
-GREEDY_TOKENS = 40
-CHUNK_SIZES = (1, 3, 16, 17)
-# Minimum decision margins a fixture must have so that an fp32 implementation with a different summation order
-# makes the same discrete choices as HF (expert top-k, indexer top-k, greedy argmax). fp32 noise between HF on CPU
-# and on GPU is ~1e-6 relative; these leave a factor of >10 on top of that.
-MIN_ROUTER_GAP = 5e-5  # absolute gap between the k-th and (k+1)-th biased router score (scores are O(1))
-MIN_INDEXER_REL_GAP = 5e-5  # gap between the k-th and (k+1)-th visible index score, relative to max |score| of the row
-MIN_GREEDY_GAP = 1e-4  # absolute gap between the best and second-best logit at each greedy step
-PROMPT_SEED_TRIES = 40
+import golden_common as gc
+from golden_common import bf16 as _bf16, normal as _normal
 
 YARN = {"rope_type": "yarn", "factor": 16.0, "original_max_position_embeddings": 65536, "beta_fast": 32, "beta_slow": 1}
 
@@ -191,14 +178,6 @@ def build_config(case: dict) -> DeepseekV4Config:
     return DeepseekV4Config(**kw)
 
 
-def _normal(gen: torch.Generator, shape, std: float) -> torch.Tensor:
-    return torch.randn(*shape, generator=gen, dtype=torch.float32) * std
-
-
-def _bf16(t: torch.Tensor) -> torch.Tensor:
-    return t.to(torch.bfloat16).to(torch.float32)
-
-
 def init_weights(model: DeepseekV4ForCausalLM, seed: int) -> None:
     """Deterministic, device-independent weights: std 1/sqrt(fan_in) for projections so activations stay O(1),
     a larger head so logits are not flat, and non-trivial mHC / sink / ape / bias values."""
@@ -330,12 +309,7 @@ def save_deepseek_layout(hf_dir: Path, out_dir: Path) -> None:
     (out_dir / "config.json").write_text(json.dumps(legacy_config(hf_config), indent=2) + "\n")
 
 
-# --- reference run -------------------------------------------------------------------------------------------------
-
-def rel_diff(a: torch.Tensor, b: torch.Tensor) -> float:
-    """max |a - b| / max |b| — the metric the C++ golden tests use (b is the reference)."""
-    return float((a.double() - b.double()).abs().max() / b.double().abs().max())
-
+# --- reference run ----------------------------------------------------------------------------------------------
 
 class DecisionProbe:
     """Forward hooks that measure how close HF's discrete choices are to a tie (expert top-k, indexer top-k) and how
@@ -412,36 +386,6 @@ class DecisionProbe:
         }
 
 
-def make_prompt(vocab: int, length: int, seed: int) -> list[int]:
-    gen = torch.Generator().manual_seed(seed)
-    ids = torch.randint(2, vocab, (length,), generator=gen)
-    ids[0] = 0  # BOS, as real prompts start
-    return ids.tolist()
-
-
-@torch.no_grad()
-def greedy(model, prompt: list[int], device) -> tuple[list[int], torch.Tensor]:
-    ids = torch.tensor([prompt], device=device)
-    # generate() falls back to the model's generation_config (eos 1) for unset fields; greedy runs must not stop early.
-    model.generation_config.eos_token_id = None
-    gen_cfg = GenerationConfig(max_new_tokens=GREEDY_TOKENS, min_new_tokens=0, do_sample=False, use_cache=True,
-                               eos_token_id=None, pad_token_id=0, bos_token_id=0, output_logits=True,
-                               return_dict_in_generate=True)
-    out = model.generate(ids, attention_mask=torch.ones_like(ids), generation_config=gen_cfg)
-    tokens = out.sequences[0, len(prompt):].tolist()
-    logits = torch.stack([step[0] for step in out.logits]).float().cpu()
-    if len(tokens) != GREEDY_TOKENS or logits.shape[0] != GREEDY_TOKENS:
-        raise RuntimeError(f"make_golden: generate returned {len(tokens)} tokens, expected {GREEDY_TOKENS}")
-    if tokens != logits.argmax(-1).tolist():
-        raise RuntimeError("make_golden: greedy tokens are not the argmax of generate's logits")
-    return tokens, logits
-
-
-@torch.no_grad()
-def full_forward(model, ids: list[int], device):
-    return model(torch.tensor([ids], device=device), use_cache=False)
-
-
 @torch.no_grad()
 def layer_streams(model, prompt: list[int], device) -> tuple[torch.Tensor, torch.Tensor]:
     """The mHC residual stream entering layer 0 and leaving every layer ([L+1, T, hc_mult, D]) and the final normed
@@ -450,7 +394,7 @@ def layer_streams(model, prompt: list[int], device) -> tuple[torch.Tensor, torch
     hooks = [layer.register_forward_hook(lambda m, i, o: captured.append(o[0].float().cpu()))
              for layer in model.model.layers]
     try:
-        out = full_forward(model, prompt, device)
+        out = gc.full_forward(model, prompt, device)
     finally:
         for h in hooks:
             h.remove()
@@ -458,59 +402,9 @@ def layer_streams(model, prompt: list[int], device) -> tuple[torch.Tensor, torch
     first = embed.unsqueeze(1).expand(-1, model.config.hc_mult, -1)
     final = model.model.norm(model.model.hc_head(torch.stack(captured[-1:]).to(device)))[0].float().cpu()
     logits = model.lm_head(final.to(device)).float().cpu()
-    if rel_diff(logits, out.logits[0].float().cpu()) > 1e-6:
+    if gc.rel_diff(logits, out.logits[0].float().cpu()) > 1e-6:
         raise RuntimeError("make_golden: hooked layer outputs do not reproduce the logits")
     return torch.stack([first] + captured), final
-
-
-@torch.no_grad()
-def chunked_prefill_logits(model, prompt: list[int], chunk: int, device) -> torch.Tensor:
-    cache = DynamicCache(config=model.config)
-    rows = []
-    for start in range(0, len(prompt), chunk):
-        ids = torch.tensor([prompt[start:start + chunk]], device=device)
-        rows.append(model(ids, past_key_values=cache, use_cache=True).logits[0].float().cpu())
-    return torch.cat(rows)
-
-
-def greedy_min_gap(logits: torch.Tensor) -> float:
-    top2 = logits.double().topk(2, dim=-1).values
-    return float((top2[:, 0] - top2[:, 1]).min())
-
-
-def pick_prompt(case: dict, model, device) -> tuple[dict, list[int], list[int], torch.Tensor, torch.Tensor]:
-    """Tries prompt seeds from case['prompt_seed'] on until every discrete decision has a safe margin."""
-    vocab = model.config.vocab_size
-    first_seed = case.get("prompt_seed", case["seed"] * 1000)
-    best = None
-    for attempt in range(PROMPT_SEED_TRIES):
-        seed = first_seed + attempt
-        prompt = make_prompt(vocab, case["prompt_len"], seed)
-        tokens, greedy_logits = greedy(model, prompt, device)
-        probe = DecisionProbe(model)
-        try:
-            full = full_forward(model, prompt + tokens, device).logits[0].float().cpu()
-        finally:
-            probe.close()
-        margins = probe.summary()
-        margins["greedy_min_gap"] = greedy_min_gap(greedy_logits)
-        margins["greedy_min_gap_nocache"] = greedy_min_gap(full[len(prompt) - 1:len(prompt) - 1 + GREEDY_TOKENS])
-        ok = (margins["greedy_min_gap"] >= MIN_GREEDY_GAP
-              and margins["greedy_min_gap_nocache"] >= MIN_GREEDY_GAP
-              and (margins["router_min_gap"] is None or margins["router_min_gap"] >= MIN_ROUTER_GAP)
-              and (margins["indexer_min_rel_gap"] is None or margins["indexer_min_rel_gap"] >= MIN_INDEXER_REL_GAP)
-              and len(set(tokens)) >= 8)
-        margins["prompt_seed"] = seed
-        margins["prompt_seed_attempts"] = attempt + 1
-        margins["margins_ok"] = ok
-        print(f"  prompt seed {seed}: {json.dumps({k: v for k, v in margins.items() if 'gap' in k})} "
-              f"distinct greedy {len(set(tokens))} -> {'ok' if ok else 'retry'}", flush=True)
-        if ok:
-            return margins, prompt, tokens, greedy_logits, full
-        if best is None:
-            best = (margins, prompt, tokens, greedy_logits, full)
-    print(f"  WARNING: no prompt seed with safe margins for {case['name']}; keeping the first", flush=True)
-    return best
 
 
 @torch.no_grad()
@@ -523,7 +417,7 @@ def sensitivity(model_dir: Path, seq: list[int], ref: torch.Tensor, device) -> d
         m = DeepseekV4ForCausalLM.from_pretrained(model_dir, dtype=torch.float32, **overrides).to(device).eval()
         handles = mutate(m) if mutate else []
         try:
-            return rel_diff(full_forward(m, seq, device).logits[0].float().cpu(), ref)
+            return gc.rel_diff(gc.full_forward(m, seq, device).logits[0].float().cpu(), ref)
         finally:
             for h in handles:
                 h.remove()
@@ -573,156 +467,53 @@ def sensitivity(model_dir: Path, seq: list[int], ref: torch.Tensor, device) -> d
     return out
 
 
-def add_sensitivity(case_dir: Path, device) -> None:
-    meta = json.loads((case_dir / "meta.json").read_text())
-    ref = torch.from_numpy(np.load(case_dir / "logits_full.npy"))
-    result = sensitivity(case_dir / "model", meta["prompt_ids"] + meta["greedy_ids"], ref, device)
-    meta["sensitivity"] = {"device": str(device), "torch": torch.__version__,
-                           "transformers": transformers.__version__, "rel_diff": result}
-    weak = [k for k, v in result.items() if v < 1e-2]
-    print(f"[{meta['case']}] sensitivity {json.dumps(result)}" + (f"\n  below 1e-2: {weak}" if weak else ""),
-          flush=True)
-    (case_dir / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
-
-
 def config_summary(cfg: DeepseekV4Config) -> dict:
     keys = ["vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "head_dim", "qk_rope_head_dim",
             "q_lora_rank", "o_groups", "o_lora_rank", "moe_intermediate_size", "n_routed_experts",
             "num_experts_per_tok", "n_shared_experts", "routed_scaling_factor", "swiglu_limit", "hc_mult",
             "hc_sinkhorn_iters", "hc_eps", "rms_norm_eps", "index_n_heads", "index_head_dim", "index_topk",
             "sliding_window", "layer_types", "mlp_layer_types", "compress_rates", "rope_parameters", "scoring_func"]
-    return {k: getattr(cfg, k) for k in keys}
+    return gc.summary_of(cfg, keys)
 
 
-def save_npy(path: Path, array: torch.Tensor) -> dict:
-    arr = np.ascontiguousarray(array.detach().cpu().numpy().astype(np.float32))
-    np.save(path, arr)
-    return {"shape": list(arr.shape), "dtype": "float32"}
+class V4Arch(gc.Arch):
+    """The V4 side of golden_common.run_case (no fake-quant: HF's paths agree to ~1e-6, no stability filter)."""
 
+    CASES = CASES
+    probe = DecisionProbe
+    config_summary = staticmethod(config_summary)
+    save_checkpoint = staticmethod(save_checkpoint)
+    sensitivity = staticmethod(sensitivity)
 
-def run_case(case: dict, case_dir: Path, device: torch.device, diagnostics: bool) -> dict:
-    print(f"[{case['name']}] building checkpoint", flush=True)
-    save_checkpoint(case, case_dir / "model")
-    model = DeepseekV4ForCausalLM.from_pretrained(case_dir / "model", dtype=torch.float32).to(device).eval()
-    margins, prompt, tokens, greedy_logits, full = pick_prompt(case, model, device)
-    seq = prompt + tokens
-    tp = len(prompt)
-    files = {}
-    files["logits_full.npy"] = save_npy(case_dir / "logits_full.npy", full)
-    files["logits_greedy.npy"] = save_npy(case_dir / "logits_greedy.npy", greedy_logits)
-    checks = {
-        "greedy_logits_vs_nocache": rel_diff(greedy_logits, full[tp - 1:tp - 1 + GREEDY_TOKENS]),
-        "greedy_tokens_equal_nocache_argmax": tokens == full[tp - 1:tp - 1 + GREEDY_TOKENS].argmax(-1).tolist(),
-    }
-    with torch.no_grad():
-        cached = model(torch.tensor([prompt], device=device), use_cache=True).logits[0].float().cpu()
-    checks["prefill_cache_vs_nocache"] = rel_diff(cached, full[:tp])
-    if case.get("dump_hidden"):
-        streams, final = layer_streams(model, prompt, device)
-        files["hidden_streams.npy"] = save_npy(case_dir / "hidden_streams.npy", streams)
-        files["hidden_final.npy"] = save_npy(case_dir / "hidden_final.npy", final)
-    if diagnostics:
-        checks["chunked_prefill_vs_nocache"] = {
-            str(c): rel_diff(chunked_prefill_logits(model, prompt, c, device), full[:tp]) for c in CHUNK_SIZES}
+    @staticmethod
+    def load(model_dir: Path, dtype: torch.dtype):
         # grouped_mm has no float64 kernel; the eager expert loop computes the same thing.
-        model64 = DeepseekV4ForCausalLM.from_pretrained(case_dir / "model", dtype=torch.float64,
-                                                        experts_implementation="eager").to(device).eval()
-        full64 = full_forward(model64, seq, device).logits[0].cpu()
-        checks["fp32_vs_fp64"] = rel_diff(full, full64)
-        del model64
-    if case.get("deepseek_layout"):
-        save_deepseek_layout(case_dir / "model", case_dir / "model_deepseek")
-        ds_model = DeepseekV4ForCausalLM.from_pretrained(case_dir / "model_deepseek", dtype=torch.float32)
-        ds_model = ds_model.to(device).eval()
-        ds_full = full_forward(ds_model, seq, device).logits[0].float().cpu()
-        checks["deepseek_layout_vs_hf_layout"] = rel_diff(ds_full, full)
-        del ds_model
-    flat = full.double()
-    stats = {
-        "logit_std": float(flat.std()),
-        "logit_max_abs": float(flat.abs().max()),
-        "mean_per_position_std": float(flat.std(dim=-1).mean()),
-        "distinct_greedy_tokens": len(set(tokens)),
-        "distinct_argmax_over_prompt": len(set(full[:tp].argmax(-1).tolist())),
-    }
-    cfg = model.config
-    meta = {
-        "case": case["name"],
-        "description": case["description"],
-        "covers": case["covers"],
-        "prompt_len": tp,
-        "greedy_tokens": GREEDY_TOKENS,
-        "prompt_ids": prompt,
-        "greedy_ids": tokens,
-        "files": files,
-        "checkpoints": ["model"] + (["model_deepseek"] if case.get("deepseek_layout") else []),
-        "config_summary": config_summary(cfg),
-        "weight_seed": case["seed"],
-        "reference": {
-            "load_dtype": "float32",
-            "weights_on_disk": "BF16, except F32 for mHC (hc_*), attn_sink, ape, gate.bias and all norm weights "
-                               "(norm values are bf16-representable)",
-            "attn_implementation": cfg._attn_implementation,
-            "experts_implementation": cfg._experts_implementation,
-            "device": str(device) + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""),
-            "tf32": bool(torch.backends.cuda.matmul.allow_tf32) if device.type == "cuda" else False,
-        },
-        "tolerance": {"max_abs_diff_over_max_abs_ref": 1e-3, "greedy_ids": "identical"},
-        "hf_self_checks": checks,
-        "margins": margins,
-        "stats": stats,
-    }
-    print(f"[{case['name']}] checks {json.dumps(checks)}\n  stats {json.dumps(stats)}", flush=True)
-    return meta
+        extra = {"experts_implementation": "eager"} if dtype == torch.float64 else {}
+        return DeepseekV4ForCausalLM.from_pretrained(model_dir, dtype=dtype, **extra)
+
+    @staticmethod
+    def reference_info(cfg) -> dict:
+        return {"weights_on_disk": "BF16, except F32 for mHC (hc_*), attn_sink, ape, gate.bias and all norm weights "
+                                   "(norm values are bf16-representable)",
+                "experts_implementation": cfg._experts_implementation}
+
+    @staticmethod
+    def extras(case, case_dir: Path, model, prompt, tokens, full, device, files: dict, checks: dict) -> None:
+        if case.get("dump_hidden"):
+            streams, final = layer_streams(model, prompt, device)
+            files["hidden_streams.npy"] = gc.save_npy(case_dir / "hidden_streams.npy", streams)
+            files["hidden_final.npy"] = gc.save_npy(case_dir / "hidden_final.npy", final)
+        if case.get("deepseek_layout"):
+            save_deepseek_layout(case_dir / "model", case_dir / "model_deepseek")
+            ds_model = DeepseekV4ForCausalLM.from_pretrained(case_dir / "model_deepseek", dtype=torch.float32)
+            ds_full = gc.full_forward(ds_model.to(device).eval(), prompt + tokens, device).logits[0].float().cpu()
+            checks["deepseek_layout_vs_hf_layout"] = gc.rel_diff(ds_full, full)
 
 
-def versions() -> dict:
-    return {"torch": torch.__version__, "transformers": transformers.__version__, "numpy": np.__version__,
-            "python": platform.python_version(), "platform": platform.platform(),
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--out", default=str(Path(__file__).resolve().parent.parent / "tests" / "golden" / "v4"))
-    parser.add_argument("--device", default="cpu", help="cpu or cuda")
-    parser.add_argument("--cases", default="", help="comma-separated subset of: " + ",".join(c["name"] for c in CASES))
-    parser.add_argument("--no-diagnostics", action="store_true", help="skip chunked-prefill and fp64 cross-checks")
-    parser.add_argument("--sensitivity", action="store_true",
-                        help="instead of generating, measure on existing fixtures how far the logits move when one "
-                             "modelling detail is changed, and add it to their meta.json")
-    args = parser.parse_args()
-
-    torch.manual_seed(0)
-    torch.use_deterministic_algorithms(True, warn_only=True)
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    if args.device.startswith("cuda"):
-        torch.backends.cuda.matmul.allow_tf32 = False  # the reference must be true fp32
-        torch.backends.cudnn.allow_tf32 = False
-        torch.set_float32_matmul_precision("highest")
-    device = torch.device(args.device)
-    wanted = [c for c in args.cases.split(",") if c]
-    unknown = set(wanted) - {c["name"] for c in CASES}
-    if unknown:
-        print(f"make_golden: unknown case(s) {sorted(unknown)}", file=sys.stderr)
-        return 2
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    info = versions()
-    for case in CASES:
-        if wanted and case["name"] not in wanted:
-            continue
-        case_dir = out / case["name"]
-        if args.sensitivity:
-            add_sensitivity(case_dir, device)
-            continue
-        case_dir.mkdir(parents=True, exist_ok=True)
-        meta = run_case(case, case_dir, device, diagnostics=not args.no_diagnostics)
-        meta["versions"] = info
-        meta["regenerate"] = f"python3 tools/make_golden.py --device {device.type} --cases {case['name']}"
-        (case_dir / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
-    return 0
+def _v41_arch():
+    import golden_v41  # needs transformers with deepseek_v41 (tests/golden/README.md)
+    return golden_v41.V41Arch
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(gc.main({"v4": lambda: V4Arch, "v41": _v41_arch}, __doc__))

@@ -9,11 +9,13 @@
 // token to write each one).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string_view>
 
+#include "common/error.h"
 #include "ops/op_types.h"
 #include "tensor/tensor.h"
 
@@ -145,7 +147,27 @@ class Backend {
   // ---- sampling helpers ----------------------------------------------------------------------
   // out[t] = argmax over logits[t, :] (lowest index on ties). out: i32 [T].
   virtual void argmax(const Tensor& logits, Tensor& out) = 0;
+  // Structured outputs: logits[t, v] = -inf where bit v % 32 of mask[t, v / 32] is clear (what the
+  // sampler does first, before bias, penalties and temperature). logits: f32 [T, V] (rows may be
+  // strided); mask: i32 [T, ceil(V / 32)]. The default works on host tensors (the CPU backend).
+  virtual void apply_token_mask(Tensor& logits, const Tensor& mask);
 };
+
+inline void Backend::apply_token_mask(Tensor& logits, const Tensor& mask) {
+  DI_CHECK(logits.dtype() == DType::kF32 && logits.ndim() == 2 && (logits.dim(0) <= 1 || logits.stride(1) == 1),
+           "apply_token_mask: logits {} must be f32 [T, V]", logits.shape());
+  const std::int64_t rows = logits.dim(0), vocab = logits.dim(1), words = (vocab + 31) / 32;
+  DI_CHECK(mask.dtype() == DType::kI32 && mask.shape() == Shape({rows, words}) && mask.is_contiguous(),
+           "apply_token_mask: mask {} for logits {} must be i32 [T, ceil(V / 32)]", mask.shape(), logits.shape());
+  DI_CHECK(logits.device().is_cpu() && mask.device().is_cpu(), "apply_token_mask: the {} backend needs host tensors",
+           name());
+  const auto* bits = static_cast<const std::uint32_t*>(mask.raw_data());
+  for (std::int64_t t = 0; t < rows; ++t) {
+    float* row = logits.data<float>() + t * logits.stride(0);
+    for (std::int64_t v = 0; v < vocab; ++v)
+      if (((bits[t * words + (v >> 5)] >> (v & 31)) & 1u) == 0) row[v] = -INFINITY;
+  }
+}
 
 // The CPU reference backend (OpenMP threads; DEEPINFER_NUM_THREADS).
 std::unique_ptr<Backend> make_cpu_backend();

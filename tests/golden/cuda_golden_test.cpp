@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "golden/npy_reader.h"
+#include "golden/op_check_backend.h"
 #include "io/checkpoint.h"
 #include "model/deepseek_v4/model.h"
 #include "ops/backend.h"
@@ -27,18 +28,25 @@ namespace fs = std::filesystem;
 using model::v4::Model;
 using model::v4::NumericMode;
 
-// max|Δ| / max|ref| over all positions. The CUDA linear layers round f32 activations to bf16 before
-// the tensor-core GEMM (HF and the CPU backend keep them f32), so exact mode cannot reach the CPU
-// backend's 1e-3. Measured on the H200 (2026-11-29, docs/PERFORMANCE.md): 4.3e-3 (swa_hash) and 5.4e-3
-// (hca_pro_like prefill) where no near-tie router/indexer decision flips; 5e-2 is ten times that floor
-// and still far below what a wrong op gives (0.1-0.5, see the fixtures' sensitivity table).
-constexpr double kExactBound = 5e-2;
-// reference-qat fake-quantises activations to FP8 on both backends; the bf16 staging is the only
-// difference left (plus summation order), so the same bound.
-constexpr double kQatBound = 5e-2;
+// max|Δ| / max|ref| over all positions. Exact mode keeps activations f32 on the GPU too (SIMT f32
+// GEMMs for f32 inputs, linear and experts), so it matches HF as the CPU backend does: measured on the
+// H200 (2026-11-29, docs/PERFORMANCE.md) <= 1.1e-6 on every fixture (CPU: <= 8.4e-7). 1e-4 leaves
+// room for summation order and is far below what a wrong op gives (0.1-0.5). (With bf16-staged
+// activations the error was 4e-3 per projection, which flipped near-tied router and indexer choices:
+// 0.15-0.36 on four fixtures.)
+constexpr double kExactBound = 1e-4;
+// reference-qat picks each FP8 block's power-of-two scale from its amax and rounds values to FP8 and
+// bf16: a last-bit difference in f32 summation order (tensor cores vs the CPU's tiles) can flip one
+// scale or rounding at an isolated position, and compressed KV carries it forward. Measured on the
+// H200: every op equals the CPU op on the same inputs within 2e-6 (attention: 2e-3, bf16
+// probabilities; EveryModelOpMatchesTheCpuOpOnTheSameInputs),
+// yet single positions differ by 0.1-0.3 (swa_hash: position 65 of 88 only; flash_ratios: 197 of
+// 200). So the model-level check is the QAT band: the GPU's QAT logits lie as far from the exact
+// logits as the CPU's (measured gaps <= 0.008; a skipped QAT step or a wrong op moves them by 0.1+).
+constexpr double kQatBand = 2e-2;
 // A greedy token may differ from the reference's only at a step whose reference top-2 gap is within
-// twice the bf16 noise floor above (5e-3 · max|logit|).
-constexpr double kGreedyNoise = 5e-3;
+// twice the noise floor above (1e-4 · max|logit|).
+constexpr double kGreedyNoise = 1e-4;
 
 struct Case {
   std::string name;
@@ -156,7 +164,9 @@ struct Fixture {
   std::map<std::string, ModelRun> runs;  // "cpu/exact", "cuda/reference-qat", ...
 };
 
-Fixture& fixture(const Case& c) {
+// The case's checkpoint, ids and HF reference, without model runs (shared by the GPU tests'
+// fixture() and the CPU-only differential test).
+Fixture& fixture_inputs(const Case& c) {
   static std::map<std::string, std::unique_ptr<Fixture>> cache;
   auto& slot = cache[c.name + "/" + c.checkpoint];
   if (slot) return *slot;
@@ -170,16 +180,24 @@ Fixture& fixture(const Case& c) {
   f->ids.insert(f->ids.end(), f->hf_greedy.begin(), f->hf_greedy.end());
   f->hf_full = read_npy_f32(dir / "logits_full.npy");
   f->hf_greedy_logits = read_npy_f32(dir / "logits_greedy.npy");
-  for (NumericMode mode : {NumericMode::kExact, NumericMode::kReferenceQat}) {
-    for (ops::Backend* be : {&cpu_backend(), &cuda_backend()}) {
-      auto m = Model::load(*model::v4::checkpoint_weights(*f->checkpoint), f->checkpoint->config(), *be, mode);
-      f->vocab = m->config().vocab_size;
-      const std::string key = std::string(be == &cpu_backend() ? "cpu/" : "cuda/") + std::string(model::v4::numeric_mode_name(mode));
-      f->runs[key] = run_model(*m, f->ids, f->prompt, f->hf_greedy.size());
-    }
-  }
   slot = std::move(f);
   return *slot;
+}
+
+// fixture_inputs plus every backend's run per mode (cached: loading and running the CPU model is the
+// slow part).
+Fixture& fixture(const Case& c) {
+  Fixture& f = fixture_inputs(c);
+  if (!f.runs.empty()) return f;
+  for (NumericMode mode : {NumericMode::kExact, NumericMode::kReferenceQat}) {
+    for (ops::Backend* be : {&cpu_backend(), &cuda_backend()}) {
+      auto m = Model::load(*model::v4::checkpoint_weights(*f.checkpoint), f.checkpoint->config(), *be, mode);
+      f.vocab = m->config().vocab_size;
+      const std::string key = std::string(be == &cpu_backend() ? "cpu/" : "cuda/") + std::string(model::v4::numeric_mode_name(mode));
+      f.runs[key] = run_model(*m, f.ids, f.prompt, f.hf_greedy.size());
+    }
+  }
+  return f;
 }
 
 double max_abs(const std::vector<float>& v) {
@@ -243,19 +261,135 @@ TEST_P(CudaGolden, ExactGreedyDecodeMatchesHfWhereMarginsAllow) {
               f.hf_greedy.size());
 }
 
-TEST_P(CudaGolden, ReferenceQatLogitsAndGreedyMatchCpuReferenceQat) {
+TEST_P(CudaGolden, ReferenceQatLogitsStayInTheCpuQatBand) {
   DEEPINFER_REQUIRE_GPU();
   Fixture& f = fixture(GetParam());
   const ModelRun& gpu = f.runs.at("cuda/reference-qat");
   const ModelRun& cpu = f.runs.at("cpu/reference-qat");
   const double prefill = rel_error(gpu.prefill, cpu.prefill), step = rel_error(gpu.stepped, cpu.stepped);
-  const std::size_t same = check_greedy(gpu.greedy, cpu.greedy, cpu.greedy_logits, f.vocab, kGreedyNoise);
+  std::size_t same = 0;
+  while (same < std::min(gpu.greedy.size(), cpu.greedy.size()) && gpu.greedy[same] == cpu.greedy[same]) ++same;
   std::printf("MEASURED %s reference-qat: vs CPU prefill %.3g step %.3g | greedy %zu/%zu identical to CPU | "
               "prefill GPU %.2f ms CPU %.2f ms | per token GPU %.3f ms CPU %.3f ms\n",
               GetParam().name.c_str(), prefill, step, same, cpu.greedy.size(), gpu.prefill_ms, cpu.prefill_ms,
               gpu.step_ms, cpu.step_ms);
-  EXPECT_LT(prefill, kQatBound);
-  EXPECT_LT(step, kQatBound);
+  // Where the error sits: the first positions over 1e-2 (isolated flips, see kQatBand).
+  const std::size_t positions = gpu.prefill.size() / static_cast<std::size_t>(f.vocab);
+  const double scale = max_abs(cpu.prefill);
+  std::string profile;
+  for (std::size_t p = 0, shown = 0; p < positions && shown < 6; ++p) {
+    double worst = 0;
+    for (std::int64_t v = 0; v < f.vocab; ++v) {
+      const std::size_t i = p * static_cast<std::size_t>(f.vocab) + static_cast<std::size_t>(v);
+      worst = std::max(worst, std::fabs(static_cast<double>(gpu.prefill[i]) - cpu.prefill[i]));
+    }
+    if (worst / scale > 1e-2) {
+      profile += " " + std::to_string(p) + ":" + std::to_string(worst / scale).substr(0, 6);
+      ++shown;
+    }
+  }
+  // The QAT band: distance of each backend's QAT logits from the CPU's exact ones.
+  const ModelRun& cpu_exact = f.runs.at("cpu/exact");
+  const double gpu_band = rel_error(gpu.prefill, cpu_exact.prefill), cpu_band = rel_error(cpu.prefill, cpu_exact.prefill);
+  const double gpu_band_step = rel_error(gpu.stepped, cpu_exact.stepped);
+  const double cpu_band_step = rel_error(cpu.stepped, cpu_exact.stepped);
+  std::printf("MEASURED %s reference-qat positions over 1e-2 (of %zu):%s | vs exact: GPU %.3g CPU %.3g (prefill), "
+              "GPU %.3g CPU %.3g (steps)\n",
+              GetParam().name.c_str(), positions, profile.empty() ? " none" : profile.c_str(), gpu_band, cpu_band,
+              gpu_band_step, cpu_band_step);
+  EXPECT_NEAR(gpu_band, cpu_band, kQatBand);
+  EXPECT_NEAR(gpu_band_step, cpu_band_step, kQatBand);
+}
+
+// Differential run: every op of the model on the GPU and, on host copies of the same inputs, on the CPU
+// reference (OpCheckBackend), with every allocation poisoned (NaN) and every byte of live memory
+// compared around each op in prefill. Names the op whose own output is wrong, where the logit tests
+// above only show that something is. Bound per call: 2e-2 of the output's max (measured: <= 2e-6, bf16
+// attention probabilities 2e-3); integer outputs (indices, expert ids) must match exactly; no NaN
+// output, no byte written outside the op's outputs.
+constexpr double kOpBound = 2e-2;
+
+void check_ops(const Case& c, NumericMode mode, bool stepped) {
+  Fixture& f = fixture(c);
+  OpCheckBackend check(cuda_backend(), cpu_backend());
+  check.set_check_strays(!stepped);
+  check.set_poison(true);  // byte-compares all memory per op: prefill only (none found so far)
+  auto m = Model::load(*model::v4::checkpoint_weights(*f.checkpoint), f.checkpoint->config(), check, mode);
+  // Steps: the first 40 tokens (every fixture compresses within them; the byte check is slow).
+  const std::size_t n = stepped ? std::min<std::size_t>(f.ids.size(), 40) : f.ids.size();
+  double ms = 0;
+  const std::vector<float> logits = forward_all(*m, std::span(f.ids).first(n), stepped ? 1 : n, &ms);
+  const ModelRun& cpu = f.runs.at("cpu/" + std::string(model::v4::numeric_mode_name(mode)));
+  const std::vector<float>& cpu_logits = stepped ? cpu.stepped : cpu.prefill;
+  std::printf("OPLOGITS %s %s %s: logits of the op-checked GPU run vs the CPU backend %.3g; %lld uploads differ\n",
+              c.name.c_str(), std::string(model::v4::numeric_mode_name(mode)).c_str(), stepped ? "steps" : "prefill",
+              rel_error(logits, std::vector<float>(cpu_logits.begin(), cpu_logits.begin() + static_cast<std::ptrdiff_t>(logits.size()))),
+              static_cast<long long>(check.bad_uploads()));
+  std::fflush(stdout);
+  struct Worst {
+    std::int64_t calls = 0;
+    double l2 = 0, max = 0;
+  };
+  std::map<std::string, Worst> worst;  // per op kind (name and dtype, shapes dropped)
+  std::int64_t bad = 0;
+  for (const OpCheck& k : check.checks()) {
+    const bool wrong = !(k.rel_max <= kOpBound) || k.int_mismatches > 0 || k.stray_bytes > 0 || k.nan_outputs > 0;
+    Worst& w = worst[k.op.substr(0, k.op.find_first_of("[0123456789"))];
+    ++w.calls;
+    w.l2 = std::max(w.l2, std::isnan(k.rel_l2) ? INFINITY : k.rel_l2);
+    w.max = std::max(w.max, std::isnan(k.rel_max) ? INFINITY : k.rel_max);
+    if (wrong && ++bad <= 12)
+      std::printf("OPCHECK %s %s %s call %lld: %s rel L2 %.3g rel max %.3g int mismatches %lld NaN outputs %lld\n",
+                  c.name.c_str(), std::string(model::v4::numeric_mode_name(mode)).c_str(),
+                  stepped ? "steps" : "prefill", static_cast<long long>(k.call), k.op.c_str(), k.rel_l2, k.rel_max,
+                  static_cast<long long>(k.int_mismatches), static_cast<long long>(k.nan_outputs));
+  }
+  for (const auto& [op, w] : worst)
+    std::printf("OPSTAT %s %s %s: %s calls %lld worst rel L2 %.3g worst rel max %.3g\n", c.name.c_str(),
+                std::string(model::v4::numeric_mode_name(mode)).c_str(), stepped ? "steps" : "prefill", op.c_str(),
+                static_cast<long long>(w.calls), w.l2, w.max);
+  std::fflush(stdout);
+  EXPECT_EQ(check.bad_uploads(), 0);
+  EXPECT_EQ(bad, 0) << bad << " of " << check.checks().size() << " op calls differ from the CPU op";
+}
+
+TEST_P(CudaGolden, EveryModelOpMatchesTheCpuOpOnTheSameInputs) {
+  DEEPINFER_REQUIRE_GPU();
+  for (NumericMode mode : {NumericMode::kExact, NumericMode::kReferenceQat})
+    for (bool stepped : {false, true}) check_ops(GetParam(), mode, stepped);
+}
+
+// The same differential run with the CPU backend on both sides: the "device" CPU runs the model as
+// written (in-place calls, views), the reference on fresh copies. Needs no GPU: it shows whether the
+// CPU reference itself depends on aliasing, and its logits must equal a plain CPU run's.
+TEST_P(CudaGolden, CpuModelOpsGiveTheSameResultsOnCopies) {
+  Fixture& f = fixture_inputs(GetParam());
+  for (NumericMode mode : {NumericMode::kExact, NumericMode::kReferenceQat}) {
+    auto second = ops::make_cpu_backend();
+    OpCheckBackend check(*second, cpu_backend());
+    check.set_check_strays(false);
+    check.set_poison(true);  // NaN in every fresh allocation: unwritten memory that is read shows up
+    auto m = Model::load(*model::v4::checkpoint_weights(*f.checkpoint), f.checkpoint->config(), check, mode);
+    auto plain = Model::load(*model::v4::checkpoint_weights(*f.checkpoint), f.checkpoint->config(), cpu_backend(), mode);
+    double ms = 0;
+    const std::vector<float> checked = forward_all(*m, f.ids, f.ids.size(), &ms);
+    const std::vector<float> want = forward_all(*plain, f.ids, f.ids.size(), &ms);
+    std::int64_t bad = 0;
+    for (const OpCheck& k : check.checks()) {
+      if (k.rel_max <= 1e-6 && k.int_mismatches == 0 && k.nan_outputs == 0) continue;
+      if (++bad <= 8)
+        std::printf("CPUCHECK %s %s call %lld: %s rel max %.3g int mismatches %lld NaN outputs %lld\n",
+                    GetParam().name.c_str(), std::string(model::v4::numeric_mode_name(mode)).c_str(),
+                    static_cast<long long>(k.call), k.op.c_str(), k.rel_max, static_cast<long long>(k.int_mismatches),
+                    static_cast<long long>(k.nan_outputs));
+    }
+    const double logits = rel_error(checked, want);
+    std::printf("MEASURED %s %s: CPU model with every op on copies vs as written %.3g (%lld ops differ)\n",
+                GetParam().name.c_str(), std::string(model::v4::numeric_mode_name(mode)).c_str(), logits,
+                static_cast<long long>(bad));
+    EXPECT_EQ(bad, 0);
+    EXPECT_LT(logits, 1e-6);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaGolden, ::testing::ValuesIn(all_cases()), [](const auto& param_info) {

@@ -1,4 +1,4 @@
-// Reads the float32 NumPy (.npy, format 1.0/2.0, little-endian '<f4', C order) arrays of the golden
+// Reads the NumPy (.npy, format 1.0/2.0, little-endian '<f4' or '<i4', C order) arrays of the golden
 // fixtures. Test-only: the fixtures are ours, so anything unexpected fails the test loudly.
 #pragma once
 
@@ -13,12 +13,17 @@
 
 namespace deepinfer::golden {
 
-struct NpyArray {
+template <typename T>
+struct NpyArrayOf {
   std::vector<std::int64_t> shape;
-  std::vector<float> data;
+  std::vector<T> data;
 };
+using NpyArray = NpyArrayOf<float>;
 
-inline NpyArray read_npy_f32(const std::filesystem::path& path) {
+// descr: "<f4" for float, "<i4" for int32.
+template <typename T>
+NpyArrayOf<T> read_npy(const std::filesystem::path& path, const std::string& descr) {
+  static_assert(sizeof(T) == 4);
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot open " + path.string());
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -33,9 +38,10 @@ inline NpyArray read_npy_f32(const std::filesystem::path& path) {
     offset = 12;
   }
   const std::string header = bytes.substr(offset, header_len);
-  if (header.find("'descr': '<f4'") == std::string::npos || header.find("'fortran_order': False") == std::string::npos)
-    throw std::runtime_error(path.string() + ": expected little-endian float32 in C order: " + header);
-  NpyArray a;
+  if (header.find("'descr': '" + descr + "'") == std::string::npos ||
+      header.find("'fortran_order': False") == std::string::npos)
+    throw std::runtime_error(path.string() + ": expected " + descr + " in C order: " + header);
+  NpyArrayOf<T> a;
   const std::size_t open = header.find('(', header.find("'shape'"));
   const std::size_t close = header.find(')', open);
   std::string dims = header.substr(open + 1, close - open - 1);
@@ -54,6 +60,11 @@ inline NpyArray read_npy_f32(const std::filesystem::path& path) {
   a.data.resize(static_cast<std::size_t>(count));
   std::memcpy(a.data.data(), bytes.data() + data_at, a.data.size() * 4);
   return a;
+}
+
+inline NpyArray read_npy_f32(const std::filesystem::path& path) { return read_npy<float>(path, "<f4"); }
+inline NpyArrayOf<std::int32_t> read_npy_i32(const std::filesystem::path& path) {
+  return read_npy<std::int32_t>(path, "<i4");
 }
 
 }  // namespace deepinfer::golden

@@ -1,6 +1,9 @@
 // CUDA vs CPU parity of the memory and row-wise ops: copies, fill/convert, embedding, row
-// gathers/scatters (paged), elementwise ops, RMSNorm, RoPE, Hadamard, fake quant, argmax.
+// gathers/scatters (paged), elementwise ops, RMSNorm, RoPE, Hadamard, fake quant, argmax, the
+// structured-output token mask.
 #include <cmath>
+#include <cstring>
+#include <random>
 
 #include "ops/parity_util.h"
 
@@ -195,6 +198,44 @@ TEST(CudaParity, ArgmaxMatchesCpuIncludingTies) {
     gpu().argmax(to_gpu(x), got);
     expect_i32_equal(got, want);
   }
+}
+
+// The grammar's bitmask on the logits: bit-identical to the CPU (host) op, exactly the cleared bits
+// become -inf, the rest are untouched; strided rows; a mask of the wrong shape is an Error.
+TEST(CudaParity, TokenMaskSetsExactlyTheClearedBitsToMinusInf) {
+  DEEPINFER_REQUIRE_GPU();
+  for (std::int64_t width : {1, 31, 33, 1000, 129280}) {
+    for (std::int64_t rows : {1, 5}) {
+      const std::int64_t words = (width + 31) / 32;
+      Tensor wide = random_tensor({rows, width + 7}, static_cast<std::uint32_t>(width + rows));
+      Tensor mask = Tensor::empty({rows, words}, DType::kI32);
+      std::mt19937 rng(static_cast<std::uint32_t>(width * 3 + rows));
+      for (std::int64_t i = 0; i < mask.numel(); ++i) mask.data<std::int32_t>()[i] = static_cast<std::int32_t>(rng());
+      // Row 0 allows one token only (a constrained decode's usual case).
+      std::fill_n(mask.data<std::int32_t>(), words, 0);
+      mask.data<std::int32_t>()[(width - 1) / 32] = static_cast<std::int32_t>(1u << ((width - 1) % 32));
+      Tensor want = wide.clone().narrow(1, 0, width);
+      backend().apply_token_mask(want, mask);
+      Tensor dev_wide = to_gpu(wide);
+      Tensor got = dev_wide.narrow(1, 0, width);
+      gpu().apply_token_mask(got, to_gpu(mask));
+      const Tensor back = to_host(dev_wide);
+      std::int64_t masked = 0, cleared = 0;
+      for (std::int64_t t = 0; t < rows; ++t) {
+        for (std::int64_t v = 0; v < width + 7; ++v) {
+          const float g = back.data<float>()[t * (width + 7) + v];
+          const float w = v < width ? want.data<float>()[t * want.stride(0) + v] : wide.data<float>()[t * (width + 7) + v];
+          ASSERT_EQ(std::memcmp(&g, &w, sizeof(float)), 0) << "row " << t << " column " << v << " of width " << width;
+          masked += std::isinf(g) && g < 0;
+          if (v < width) cleared += ((mask.data<std::int32_t>()[t * words + v / 32] >> (v % 32)) & 1) == 0;
+        }
+      }
+      EXPECT_EQ(masked, cleared);
+      EXPECT_GE(masked, width - 1);  // row 0 alone masks all but one
+    }
+  }
+  Tensor logits = gpu().empty({2, 40}, DType::kF32);
+  EXPECT_THROW(gpu().apply_token_mask(logits, gpu().empty({2, 1}, DType::kI32)), Error);
 }
 
 }  // namespace

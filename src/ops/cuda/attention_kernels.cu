@@ -258,8 +258,18 @@ __global__ void __launch_bounds__(kTopkThreads) topk_visible_kernel(TopkArgs a) 
   std::int32_t* out = a.out + t * a.out_stride;
   const std::int64_t pos1 = static_cast<std::int64_t>(a.positions[t]) + 1;
   const std::int64_t visible = pos1 <= 0 ? 0 : min(a.n, pos1 / a.ratio);
-  const int take = static_cast<int>(min(static_cast<std::int64_t>(a.k), visible));
   const int tid = threadIdx.x;
+  // Entries scored -inf are masked out (V4.1 candidate masks): they are never picked, so at most
+  // the number of other visible entries is taken. -inf has the lowest order key, so the selection
+  // below never reaches one when take is limited to that count.
+  __shared__ int s_candidates;
+  if (tid == 0) s_candidates = 0;
+  __syncthreads();
+  int local = 0;
+  for (std::int64_t i = tid; i < visible; i += kTopkThreads) local += row[i] != -INFINITY ? 1 : 0;
+  if (local > 0) atomicAdd(&s_candidates, local);
+  __syncthreads();
+  const int take = static_cast<int>(min(static_cast<std::int64_t>(a.k), static_cast<std::int64_t>(s_candidates)));
   for (int j = tid; j < a.pow2; j += kTopkThreads) sel[j] = 0ull;
   if (tid == 0) {
     s_prefix = 0;

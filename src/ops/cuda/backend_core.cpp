@@ -420,4 +420,17 @@ void CudaBackend::argmax(const Tensor& logits, Tensor& out) {
   DI_CUDA_CHECK_LAUNCH("argmax");
 }
 
+void CudaBackend::apply_token_mask(Tensor& logits, const Tensor& mask) {
+  DI_CHECK(logits.dtype() == DType::kF32 && logits.ndim() == 2, "apply_token_mask: logits {} must be f32 [T, V]",
+           logits.shape());
+  const DevRows m = rows_of(logits, "apply_token_mask");
+  const std::int64_t words = (m.width + 31) / 32;
+  DI_CHECK(mask.dtype() == DType::kI32 && mask.shape() == Shape({m.rows, words}) && mask.is_contiguous(),
+           "apply_token_mask: mask {} for logits {} must be i32 [T, ceil(V / 32)]", mask.shape(), logits.shape());
+  check_on_device(mask, "apply_token_mask mask");
+  activate();
+  launch_token_mask(m, static_cast<const std::uint32_t*>(mask.raw_data()), stream_);
+  DI_CUDA_CHECK_LAUNCH("apply_token_mask");
+}
+
 }  // namespace deepinfer::ops::cuda

@@ -1,7 +1,7 @@
 // CUDA backend linear layers: picks the kernel for a GEMM (bf16 tensor-core kernel with in-tile
 // dequantisation of fp8-block / fp4 weights, split over K when the output has too few tiles to
-// fill the GPU; cuBLASLt on a bf16 copy of the weight for large M; SIMT f32 for f32 weights and
-// odd K) and stages the activations (FP8 fake quant, bf16/f32, zero padded).
+// fill the GPU; cuBLASLt on a bf16 copy of the weight for large M; SIMT f32 for f32 activations,
+// f32 weights and odd K) and stages the activations (FP8 fake quant, bf16/f32, zero padded).
 #include <algorithm>
 
 #include "ops/cpu/gemm.h"
@@ -62,7 +62,10 @@ void CudaBackend::gemm(const DevRows& x, const LinearWeight& w, int act_block, c
   if (m == 0 || n == 0) return;
   activate();
   const DevWeight dw = dev_weight(w);
-  if (!mma_compatible(w)) {
+  // f32 activations (the exact numeric mode) stay f32: the SIMT kernel sums f32 products in K order,
+  // as the CPU reference does. Rounding them to bf16 for the tensor cores (4e-3 per projection) was
+  // enough to flip near-tied router/indexer choices and FP8 scales in the whole model.
+  if (!mma_compatible(w) || !x.bf16) {
     ScratchLayout layout;
     const std::size_t a_off = layout.add(static_cast<std::size_t>(m * k) * sizeof(float));
     std::uint8_t* base = scratch(layout.total());

@@ -179,6 +179,10 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& expert_ids, const T
   float* o = f32_mut(out, t_count * dim, "moe_experts out");
   if (pairs == 0) return;
   activate();
+  if (!xr.bf16) {
+    moe_experts_f32(xr, expert_ids, weights, experts, options, o);
+    return;
+  }
 
   const auto n_exp = static_cast<std::int64_t>(experts.size());
   const std::int64_t rows_per_expert = ceil_div(pairs, std::min(n_exp, pairs));
@@ -303,6 +307,79 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& expert_ids, const T
   c.out = o;
   launch_moe_combine(c, t_count, stream_);
   DI_CUDA_CHECK_LAUNCH("moe_experts (combine)");
+}
+
+// Exact mode keeps activations f32 (as the CPU reference and HF do): rounding x and the intermediate
+// to bf16 for the tensor cores (~4e-3 per expert) flipped near-tied routing decisions further on. The
+// pairs are placed by (expert, token) on the host, each expert's rows go through the f32 SIMT GEMM,
+// and the combine kernel sums each token's experts in ascending expert order, as the CPU does.
+void CudaBackend::moe_experts_f32(const DevRows& x, const Tensor& expert_ids, const Tensor& weights,
+                                  std::span<const ExpertWeights> experts, const MoeOptions& options, float* out) {
+  const std::int64_t t_count = x.rows, dim = x.width, inter = experts.front().w1.out_features();
+  const std::int64_t k = expert_ids.dim(1), pairs = t_count * k;
+  const auto n_exp = static_cast<std::int64_t>(experts.size());
+  Tensor host_ids = Tensor::empty(expert_ids.shape(), DType::kI32), host_w = Tensor::empty(weights.shape(), DType::kF32);
+  copy(expert_ids, host_ids);
+  copy(weights, host_w);
+  std::vector<std::int64_t> start(static_cast<std::size_t>(n_exp) + 1, 0);
+  for (std::int64_t q = 0; q < pairs; ++q) {
+    const std::int32_t e = host_ids.data<std::int32_t>()[q];
+    DI_CHECK(e >= 0 && e < n_exp, "moe_experts: expert id {} of token {} is outside [0, {})", e, q / k, n_exp);
+    ++start[static_cast<std::size_t>(e) + 1];
+  }
+  for (std::int64_t e = 0; e < n_exp; ++e) start[static_cast<std::size_t>(e) + 1] += start[static_cast<std::size_t>(e)];
+  Tensor pos = Tensor::empty(Shape{pairs}, DType::kI32), rows = Tensor::empty(Shape{pairs}, DType::kI32);
+  Tensor rw = Tensor::empty(Shape{pairs}, DType::kF32);
+  std::vector<std::int64_t> next(start.begin(), start.end() - 1);
+  for (std::int64_t q = 0; q < pairs; ++q) {
+    const std::int64_t p = next[static_cast<std::size_t>(host_ids.data<std::int32_t>()[q])]++;
+    pos.data<std::int32_t>()[q] = static_cast<std::int32_t>(p);
+    rows.data<std::int32_t>()[p] = static_cast<std::int32_t>(q / k);
+    rw.data<float>()[p] = host_w.data<float>()[q];
+  }
+  const Tensor d_pos = upload(pos), d_rows = upload(rows), d_rw = upload(rw);
+  // Own buffers: gemm() uses the scratch area itself.
+  Tensor xq = empty(Shape{t_count, dim}, DType::kF32), xa = empty(Shape{pairs, dim}, DType::kF32);
+  Tensor gate = empty(Shape{pairs, inter}, DType::kF32), up = empty(Shape{pairs, inter}, DType::kF32);
+  Tensor h = empty(Shape{pairs, inter}, DType::kF32), y = empty(Shape{pairs, dim}, DType::kF32);
+  launch_act_prep_f32(x, options.act_quant_block, xq.data<float>(), dim, stream_);
+  launch_gather_rows(rows_of(xq, "moe xq"), d_rows.data<std::int32_t>(), rows_of(xa, "moe xa"), err_, stream_);
+  DI_CUDA_CHECK_LAUNCH("moe_experts f32 (gather)");
+  auto per_expert = [&](const Tensor& a, int which, Tensor& dst) {
+    for (std::int64_t e = 0; e < n_exp; ++e) {
+      const std::int64_t s0 = start[static_cast<std::size_t>(e)], r = start[static_cast<std::size_t>(e) + 1] - s0;
+      if (r == 0) continue;
+      const ExpertWeights& ew = experts[static_cast<std::size_t>(e)];
+      const LinearWeight& w = which == 0 ? ew.w1 : which == 1 ? ew.w3 : ew.w2;
+      gemm(rows_of(a.narrow(0, s0, r), "moe a"), w, 0, rows_of(dst.narrow(0, s0, r), "moe out"));
+    }
+  };
+  per_expert(xa, 0, gate);
+  per_expert(xa, 1, up);
+  MoeSwigluArgs sw;
+  sw.gate = gate.data<float>();
+  sw.up = up.data<float>();
+  sw.rw = d_rw.data<float>();
+  sw.inter = inter;
+  sw.limit = options.swiglu_limit;
+  sw.mid_bf16 = options.intermediate_dtype == DType::kBF16 ? 1 : 0;
+  sw.act_block = options.act_quant_block;
+  sw.out_f32 = h.data<float>();
+  sw.ld = inter;
+  launch_moe_swiglu(sw, pairs, stream_);
+  DI_CUDA_CHECK_LAUNCH("moe_experts f32 (swiglu)");
+  per_expert(h, 2, y);
+  MoeCombineArgs c;
+  c.y = y.data<float>();
+  c.pos = d_pos.data<std::int32_t>();
+  c.ids = i32_of(expert_ids, pairs, "moe_experts expert_ids");
+  c.k = static_cast<int>(k);
+  c.d = dim;
+  c.mid_bf16 = sw.mid_bf16;
+  c.out = out;
+  launch_moe_combine(c, t_count, stream_);
+  DI_CUDA_CHECK_LAUNCH("moe_experts f32 (combine)");
+  synchronize();  // the temporaries above are freed on return
 }
 
 }  // namespace deepinfer::ops::cuda

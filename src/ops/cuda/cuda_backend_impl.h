@@ -88,6 +88,7 @@ class CudaBackend final : public Backend {
   void swiglu(const Tensor& gate, const Tensor& up, float limit, Tensor& out) override;
 
   void argmax(const Tensor& logits, Tensor& out) override;
+  void apply_token_mask(Tensor& logits, const Tensor& mask) override;
 
   // ---- helpers shared by the op files -------------------------------------------------------------
   // Makes this backend's device current (ops may be called from any thread).
@@ -125,6 +126,9 @@ class CudaBackend final : public Backend {
   void check_faults();
   bool gemm_cublas(const DevRows& x, const LinearWeight& w, int act_block, const DevRows& out);
   const DevWeight* expert_table(std::span<const ExpertWeights> experts, int which, std::uint64_t key);
+  // moe_experts for f32 activations (exact mode): f32 SIMT GEMMs per expert, no bf16 staging.
+  void moe_experts_f32(const DevRows& x, const Tensor& expert_ids, const Tensor& weights,
+                       std::span<const ExpertWeights> experts, const MoeOptions& options, float* out);
 };
 
 DevWeightFormat dev_format(WeightFormat f);

@@ -34,6 +34,8 @@ void launch_hadamard(const DevRows& x, cudaStream_t stream);
 void launch_fake_quant(const DevRows& x, std::int64_t col_begin, std::int64_t col_end, int block, int kind,
                        cudaStream_t stream);
 void launch_argmax(const DevRows& logits, std::int32_t* out, cudaStream_t stream);
+// logits (f32 rows) = -inf where the row's mask bit is clear; mask: [rows, ceil(width / 32)] words.
+void launch_token_mask(const DevRows& logits, const std::uint32_t* mask, cudaStream_t stream);
 
 // ---- GEMM ---------------------------------------------------------------------------------------
 enum class MmaTile : int { kSmall, kMedium, kLarge };
@@ -228,6 +230,7 @@ struct MoeSwigluArgs {
   int mid_bf16 = 0;
   int act_block = 0;
   std::uint16_t* out = nullptr;  // bf16 [P, ld]
+  float* out_f32 = nullptr;      // or f32 [P, ld] (exact mode: f32 activations end to end)
   std::int64_t ld = 0;
 };
 

@@ -175,9 +175,16 @@ __global__ void moe_swiglu_kernel(MoeSwigluArgs a) {
     h[j] = round_like(a.mid_bf16, rw * (g / (1.0f + expf(-g)) * u));
   }
   __syncthreads();
-  std::uint16_t* dst = a.out + p * a.ld;
+  // bf16 rows for the tensor-core w2, or f32 rows (exact mode) for the SIMT one.
+  auto store = [&](std::int64_t j, float v) {
+    if (a.out_f32) {
+      a.out_f32[p * a.ld + j] = v;
+    } else {
+      a.out[p * a.ld + j] = f32_to_bf16_bits(v);
+    }
+  };
   if (a.act_block <= 0) {
-    for (std::int64_t j = threadIdx.x; j < a.inter; j += blockDim.x) dst[j] = f32_to_bf16_bits(h[j]);
+    for (std::int64_t j = threadIdx.x; j < a.inter; j += blockDim.x) store(j, h[j]);
   } else {
     const int lane = threadIdx.x % 32, warps = blockDim.x / 32;
     for (std::int64_t b0 = (threadIdx.x / 32) * static_cast<std::int64_t>(a.act_block); b0 < a.inter;
@@ -186,10 +193,10 @@ __global__ void moe_swiglu_kernel(MoeSwigluArgs a) {
       float amax = 0.0f;
       for (std::int64_t j = b0 + lane; j < b1; j += 32) amax = fmaxf(amax, fabsf(h[j]));
       const float s = fp8_block_scale(warp_max(amax));
-      for (std::int64_t j = b0 + lane; j < b1; j += 32) dst[j] = f32_to_bf16_bits(fake_fp8(h[j], s));
+      for (std::int64_t j = b0 + lane; j < b1; j += 32) store(j, fake_fp8(h[j], s));
     }
   }
-  for (std::int64_t j = a.inter + threadIdx.x; j < a.ld; j += blockDim.x) dst[j] = 0;
+  for (std::int64_t j = a.inter + threadIdx.x; j < a.ld; j += blockDim.x) store(j, 0.0f);
 }
 
 // One block per token: Σ over its slots in ascending expert order of the rounded expert outputs.

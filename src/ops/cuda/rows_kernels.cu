@@ -271,6 +271,21 @@ void launch_fake_quant(const DevRows& x, std::int64_t col_begin, std::int64_t co
   fake_quant_kernel<<<grid_for(blocks * 32), kThreads, 0, stream>>>(x, col_begin, col_end, block, kind);
 }
 
+// One grid row per logits row; each thread tests one bit (the mask words stay in L1/L2).
+__global__ void token_mask_kernel(DevRows logits, const std::uint32_t* mask) {
+  const std::int64_t t = blockIdx.y, words = (logits.width + 31) / 32;
+  auto* row = static_cast<float*>(logits.base) + t * logits.stride;
+  for (std::int64_t v = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; v < logits.width;
+       v += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    if (((mask[t * words + (v >> 5)] >> (v & 31)) & 1u) == 0) row[v] = -INFINITY;
+}
+
+void launch_token_mask(const DevRows& logits, const std::uint32_t* mask, cudaStream_t stream) {
+  if (logits.rows == 0 || logits.width == 0) return;
+  const auto blocks = static_cast<unsigned>(std::min<std::int64_t>((logits.width + kThreads - 1) / kThreads, 64));
+  token_mask_kernel<<<dim3(blocks, static_cast<unsigned>(logits.rows)), kThreads, 0, stream>>>(logits, mask);
+}
+
 void launch_argmax(const DevRows& logits, std::int32_t* out, cudaStream_t stream) {
   if (logits.rows == 0) return;
   argmax_kernel<<<static_cast<unsigned>(logits.rows), kThreads, 0, stream>>>(logits, out);
