@@ -13,7 +13,7 @@
 #include <map>
 #include <memory>
 
-#include "golden/npy_reader.h"
+#include "golden/golden_cases.h"
 #include "golden/op_check_backend.h"
 #include "io/checkpoint.h"
 #include "model/deepseek_v4/model.h"
@@ -24,7 +24,6 @@
 namespace deepinfer::golden {
 namespace {
 
-namespace fs = std::filesystem;
 using model::v4::Model;
 using model::v4::NumericMode;
 
@@ -38,7 +37,7 @@ constexpr double kExactBound = 1e-4;
 // reference-qat picks each FP8 block's power-of-two scale from its amax and rounds values to FP8 and
 // bf16: a last-bit difference in f32 summation order (tensor cores vs the CPU's tiles) can flip one
 // scale or rounding at an isolated position, and compressed KV carries it forward. Measured on the
-// H200: every op equals the CPU op on the same inputs within 2e-6 (attention: 2e-3, bf16
+// H200: every op equals the CPU op on the same inputs within 5e-5 (attention: 2e-3, bf16
 // probabilities; EveryModelOpMatchesTheCpuOpOnTheSameInputs),
 // yet single positions differ by 0.1-0.3 (swa_hash: position 65 of 88 only; flash_ratios: 197 of
 // 200). So the model-level check is the QAT band: the GPU's QAT logits lie as far from the exact
@@ -47,32 +46,6 @@ constexpr double kQatBand = 2e-2;
 // A greedy token may differ from the reference's only at a step whose reference top-2 gap is within
 // twice the noise floor above (1e-4 · max|logit|).
 constexpr double kGreedyNoise = 1e-4;
-
-struct Case {
-  std::string name;
-  std::string checkpoint;  // model (HF save_pretrained) or model_deepseek (DeepSeek layout)
-};
-
-void PrintTo(const Case& c, std::ostream* os) { *os << c.name << "/" << c.checkpoint; }
-
-std::vector<Case> all_cases() {
-  std::vector<Case> cases;
-  const fs::path root = fs::path(DEEPINFER_SOURCE_DIR) / "tests/golden/v4";
-  if (!fs::exists(root)) return cases;
-  for (const auto& entry : fs::directory_iterator(root)) {
-    if (!entry.is_directory()) continue;
-    for (const char* ckpt : {"model", "model_deepseek"})
-      if (fs::exists(entry.path() / ckpt / "config.json")) cases.push_back({entry.path().filename().string(), ckpt});
-  }
-  std::sort(cases.begin(), cases.end(),
-            [](const Case& a, const Case& b) { return a.name + a.checkpoint < b.name + b.checkpoint; });
-  return cases;
-}
-
-ops::Backend& cpu_backend() {
-  static auto b = ops::make_cpu_backend();
-  return *b;
-}
 
 ops::Backend& cuda_backend() {
   static auto b = ops::make_cuda_backend(0);
@@ -111,10 +84,6 @@ std::vector<float> forward_all(Model& m, std::span<const std::int32_t> ids, std:
   }
   *ms = (now_ms() - start) / static_cast<double>(calls);
   return out;
-}
-
-std::int32_t argmax(const float* row, std::int64_t n) {
-  return static_cast<std::int32_t>(std::max_element(row, row + n) - row);
 }
 
 // Best minus second-best logit of a row.
@@ -171,15 +140,13 @@ Fixture& fixture_inputs(const Case& c) {
   auto& slot = cache[c.name + "/" + c.checkpoint];
   if (slot) return *slot;
   auto f = std::make_unique<Fixture>();
-  const fs::path dir = fs::path(DEEPINFER_SOURCE_DIR) / "tests/golden/v4" / c.name;
-  f->checkpoint = std::make_unique<io::Checkpoint>(io::Checkpoint::open(dir / c.checkpoint));
-  const auto meta = nlohmann::json::parse(std::ifstream(dir / "meta.json"));
-  f->prompt = meta.at("prompt_ids").get<std::vector<std::int32_t>>();
-  f->hf_greedy = meta.at("greedy_ids").get<std::vector<std::int32_t>>();
-  f->ids = f->prompt;
-  f->ids.insert(f->ids.end(), f->hf_greedy.begin(), f->hf_greedy.end());
-  f->hf_full = read_npy_f32(dir / "logits_full.npy");
-  f->hf_greedy_logits = read_npy_f32(dir / "logits_greedy.npy");
+  f->checkpoint = std::make_unique<io::Checkpoint>(io::Checkpoint::open(case_dir(c) / c.checkpoint));
+  Reference ref = load_reference(c);
+  f->ids = ref.sequence();
+  f->prompt = std::move(ref.prompt);
+  f->hf_greedy = std::move(ref.greedy);
+  f->hf_full = std::move(ref.full);
+  f->hf_greedy_logits = std::move(ref.greedy_logits);
   slot = std::move(f);
   return *slot;
 }
@@ -198,12 +165,6 @@ Fixture& fixture(const Case& c) {
     }
   }
   return f;
-}
-
-double max_abs(const std::vector<float>& v) {
-  double m = 0;
-  for (float x : v) m = std::max(m, static_cast<double>(std::fabs(x)));
-  return m;
 }
 
 // max|got − want| / max|want|.
@@ -304,7 +265,7 @@ TEST_P(CudaGolden, ReferenceQatLogitsStayInTheCpuQatBand) {
 // Differential run: every op of the model on the GPU and, on host copies of the same inputs, on the CPU
 // reference (OpCheckBackend), with every allocation poisoned (NaN) and every byte of live memory
 // compared around each op in prefill. Names the op whose own output is wrong, where the logit tests
-// above only show that something is. Bound per call: 2e-2 of the output's max (measured: <= 2e-6, bf16
+// above only show that something is. Bound per call: 2e-2 of the output's max (measured: <= 5e-5, bf16
 // attention probabilities 2e-3); integer outputs (indices, expert ids) must match exactly; no NaN
 // output, no byte written outside the op's outputs.
 constexpr double kOpBound = 2e-2;
@@ -392,9 +353,7 @@ TEST_P(CudaGolden, CpuModelOpsGiveTheSameResultsOnCopies) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, CudaGolden, ::testing::ValuesIn(all_cases()), [](const auto& param_info) {
-  return param_info.param.name + (param_info.param.checkpoint == "model" ? "" : "_deepseek_layout");
-});
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaGolden, ::testing::ValuesIn(all_cases("v4")), case_test_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(CudaGolden);
 
 }  // namespace
