@@ -20,7 +20,7 @@
 
 #include "golden/npy_reader.h"
 #include "io/checkpoint.h"
-#include "ops/cpu/cpu_backend.h"
+#include "ops/backend.h"
 #include "tensor/tensor.h"
 
 namespace deepinfer::golden {
@@ -88,8 +88,8 @@ inline Reference load_reference(const Case& c) {
 }
 
 inline ops::Backend& cpu_backend() {
-  static ops::cpu::CpuBackend backend;
-  return backend;
+  static const auto backend = ops::make_cpu_backend();
+  return *backend;
 }
 
 // A case's checkpoint, model and reference, loaded once per test binary (loading is the slow part).

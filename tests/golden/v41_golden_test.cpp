@@ -9,11 +9,9 @@
 #include <memory>
 
 #include "golden/golden_cases.h"
+#include "model/deepseek_v41/model.h"
 #include "model/engram/engram_hash.h"
 #include "tokenizer/tokenizer.h"
-#ifdef DEEPINFER_HAVE_V41_MODEL
-#include "model/deepseek_v41/model.h"
-#endif
 
 namespace deepinfer::golden {
 namespace {
@@ -60,7 +58,6 @@ TEST_P(V41Golden, EngramRowIdsEqualHfHashIds) {
   }
 }
 
-#ifdef DEEPINFER_HAVE_V41_MODEL
 using model::v41::Model;
 
 // exact mode, plus HF's QAT fake-quant where the fixture says HF applied it.
@@ -92,11 +89,6 @@ TEST_P(V41Golden, GreedyDecodeReproducesHfTokensAndStepLogits) {
   auto& f = fixture(GetParam());
   expect_greedy_decode_matches(*f.model, f.ref);
 }
-#else
-TEST_P(V41Golden, LogitsOfEveryPositionMatchHfForEveryChunking) {
-  GTEST_SKIP() << "the V4.1 model library (deepinfer_model_v41, src/model/deepseek_v41) is not built yet";
-}
-#endif
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, V41Golden, ::testing::ValuesIn(all_cases("v41")), case_test_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(V41Golden);
