@@ -1,0 +1,217 @@
+// Dummy weights: per-tensor random streams over the weight manifest, written straight into the
+// release encodings (no quantisation pass), chunked so big tensors fill on every core.
+#include "model/deepseek_v4/dummy_weights.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "common/error.h"
+#include "model/weight_manifest.h"
+
+namespace deepinfer::model::v4 {
+namespace {
+
+// xorshift64* (Vigna): fast enough to fill tens of GB; the state must not be zero.
+std::uint64_t next_bits(std::uint64_t& state) {
+  state ^= state >> 12;
+  state ^= state << 25;
+  state ^= state >> 27;
+  return state * 0x2545f4914f6cdd1dull;
+}
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+constexpr std::int64_t kChunkBytes = std::int64_t{1} << 22;
+
+// Calls fill(chunk_index, begin, end) over [0, bytes) in 4 MB chunks on all cores; each chunk seeds its
+// own stream, so the bytes do not depend on the thread count.
+template <typename Fill>
+void parallel_chunks(std::int64_t bytes, const Fill& fill) {
+  const std::int64_t chunks = (bytes + kChunkBytes - 1) / kChunkBytes;
+  const auto threads = static_cast<std::int64_t>(
+      std::min<std::int64_t>(chunks, std::max(1u, std::thread::hardware_concurrency())));
+  if (threads <= 1) {
+    for (std::int64_t c = 0; c < chunks; ++c) fill(c, c * kChunkBytes, std::min(bytes, (c + 1) * kChunkBytes));
+    return;
+  }
+  std::vector<std::thread> pool;
+  for (std::int64_t t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      for (std::int64_t c = t; c < chunks; c += threads) fill(c, c * kChunkBytes, std::min(bytes, (c + 1) * kChunkBytes));
+    });
+  }
+  for (auto& th : pool) th.join();
+}
+
+// Mean and RMS of a float tensor by its role (as make-tiny: norms near 1, embeddings O(1),
+// projections 1/sqrt(fan_in), small biases, moderate mixing parameters).
+std::pair<float, float> float_role(const ManifestEntry& e) {
+  if (ends_with(e.name, "norm.weight")) return {1.0f, 0.05f};
+  if (e.name == "embed.weight") return {0.0f, 1.0f};
+  if (ends_with(e.name, "attn_sink")) return {0.0f, 0.5f};
+  if (ends_with(e.name, "gate.bias")) return {0.0f, 0.01f};
+  if (e.shape.ndim() == 2 && !ends_with(e.name, "_fn")) return {0.0f, 1.0f / std::sqrt(static_cast<float>(e.shape[1]))};
+  return {0.0f, 0.1f};
+}
+
+// Power-of-two UE8M0 code nearest to `value`.
+std::uint8_t ue8m0_code(double value) {
+  return static_cast<std::uint8_t>(std::clamp(127.0 + std::round(std::log2(value)), 1.0, 254.0));
+}
+
+class DummyWeights final : public WeightSource {
+ public:
+  DummyWeights(const io::ModelConfig& config, std::uint64_t seed) : config_(config), seed_(seed) {
+    for (ManifestEntry& e : build_weight_manifest(config)) {
+      const std::string scale = e.scale_name();
+      if (!scale.empty()) scales_.emplace(scale, e.name);
+      entries_.emplace(e.name, std::move(e));
+    }
+  }
+
+  bool has(std::string_view name) const override {
+    const std::string key(name);
+    return entries_.count(key) > 0 || scales_.count(key) > 0;
+  }
+
+  Tensor tensor(std::string_view name) const override {
+    const std::string key(name);
+    if (auto s = scales_.find(key); s != scales_.end()) return scale_of(entries_.at(s->second));
+    auto it = entries_.find(key);
+    DI_CHECK(it != entries_.end(), "{}: no tensor {} in the V4 weight manifest", describe(), name);
+    const ManifestEntry& e = it->second;
+    switch (e.format) {
+      case WeightFormat::kFloat: return float_tensor(e);
+      case WeightFormat::kFp8Block: return random_bytes(e, DType::kF8E4M3, 0x38, 0x07);  // |x| in [0.5, 2)
+      case WeightFormat::kFp4: return random_bytes(e, DType::kF4E2M1, 0x00, 0xFF);      // every E2M1 code
+      case WeightFormat::kIndex: return hash_table(e);
+    }
+    throw_error("{}: tensor {} has an unknown format", describe(), name);
+  }
+
+  std::string describe() const override {
+    return "dummy weights (seed " + std::to_string(seed_) + ", " + std::to_string(config_.num_layers) + " layers)";
+  }
+
+ private:
+  // A nonzero stream state per (seed, tensor name, chunk).
+  std::uint64_t stream_seed(const std::string& name, std::int64_t chunk) const {
+    std::uint64_t state = (seed_ + 1) * 0x9e3779b97f4a7c15ull ^ std::hash<std::string>{}(name) ^
+                          (static_cast<std::uint64_t>(chunk) + 1) * 0xbf58476d1ce4e5b9ull;
+    if (state == 0) state = 1;
+    for (int i = 0; i < 4; ++i) next_bits(state);  // decorrelate nearby seeds
+    return state;
+  }
+
+  // FP8: sign and low mantissa random, exponent fixed by `base` (0x38 = 2^0 -> codes 0x38..0x3F and
+  // 0x30..0x37 with the 0x07 mask and a random top bit: [0.5, 2)); FP4: all bits random.
+  Tensor random_bytes(const ManifestEntry& e, DType dtype, std::uint8_t base, std::uint8_t random_mask) const {
+    Tensor t = Tensor::empty(e.shape, dtype);
+    auto* out = static_cast<std::uint8_t*>(t.raw_data());
+    const bool fp8 = dtype == DType::kF8E4M3;
+    parallel_chunks(static_cast<std::int64_t>(t.nbytes()), [&](std::int64_t chunk, std::int64_t begin, std::int64_t end) {
+      std::uint64_t state = stream_seed(e.name, chunk), bits = 0;
+      for (std::int64_t i = begin; i < end; ++i) {
+        if ((i - begin) % 8 == 0) bits = next_bits(state);
+        const auto r = static_cast<std::uint8_t>(bits >> (8 * ((i - begin) % 8)));
+        out[i] = fp8 ? static_cast<std::uint8_t>((r & 0x80) | (base - ((r >> 3) & 0x08)) | (r & random_mask))
+                     : static_cast<std::uint8_t>((r & random_mask) | base);
+      }
+    });
+    return t;
+  }
+
+  // UE8M0 scales that give the weight ~1/sqrt(fan_in) RMS (FP8 codes above: RMS ~1.2; E2M1: ~2.9).
+  Tensor scale_of(const ManifestEntry& e) const {
+    const double code_rms = e.format == WeightFormat::kFp4 ? 2.93 : 1.2;
+    const std::uint8_t code = ue8m0_code(1.0 / (code_rms * std::sqrt(static_cast<double>(e.shape[1]))));
+    const Shape shape = e.format == WeightFormat::kFp4
+                            ? Shape{e.shape[0], e.shape[1] / e.block_cols}
+                            : Shape{(e.shape[0] + e.block_rows - 1) / e.block_rows, (e.shape[1] + e.block_cols - 1) / e.block_cols};
+    Tensor t = Tensor::empty(shape, DType::kUE8M0);
+    std::memset(t.raw_data(), code, t.nbytes());
+    return t;
+  }
+
+  // Uniform values with the role's mean and RMS (uniform on ±sqrt(3)·rms), in the released dtype.
+  Tensor float_tensor(const ManifestEntry& e) const {
+    const auto [mean, rms] = float_role(e);
+    const float half = std::sqrt(3.0f) * rms;
+    const bool f32 = e.dtype == DType::kF32;
+    Tensor t = Tensor::empty(e.shape, f32 ? DType::kF32 : DType::kBF16);
+    const std::int64_t elem = f32 ? 4 : 2;
+    parallel_chunks(static_cast<std::int64_t>(t.nbytes()), [&](std::int64_t chunk, std::int64_t begin, std::int64_t end) {
+      std::uint64_t state = stream_seed(e.name, chunk);
+      for (std::int64_t i = begin / elem; i < end / elem; ++i) {
+        const float u = static_cast<float>(next_bits(state) >> 40) * 0x1.0p-24f;  // [0, 1)
+        const float v = mean + half * (2.0f * u - 1.0f);
+        if (f32) {
+          t.data<float>()[i] = v;
+        } else {
+          std::uint32_t bits = 0;
+          std::memcpy(&bits, &v, 4);
+          bits += 0x7fffu + ((bits >> 16) & 1u);  // round to nearest even (values are finite)
+          static_cast<std::uint16_t*>(t.raw_data())[i] = static_cast<std::uint16_t>(bits >> 16);
+        }
+      }
+    });
+    return t;
+  }
+
+  // tid2eid [vocab, k]: k distinct experts per token.
+  Tensor hash_table(const ManifestEntry& e) const {
+    Tensor t = Tensor::empty(e.shape, DType::kI64);
+    const std::int64_t k = e.shape[1], experts = config_.n_routed_experts;
+    DI_CHECK(k <= experts, "{}: tid2eid needs {} distinct experts of {}", describe(), k, experts);
+    std::uint64_t state = stream_seed(e.name, 0);
+    auto* out = t.data<std::int64_t>();
+    for (std::int64_t row = 0; row < e.shape[0]; ++row) {
+      for (std::int64_t j = 0; j < k; ++j) {
+        std::int64_t pick = 0;
+        do {
+          pick = static_cast<std::int64_t>(next_bits(state) % static_cast<std::uint64_t>(experts));
+        } while (std::find(out + row * k, out + row * k + j, pick) != out + row * k + j);
+        out[row * k + j] = pick;
+      }
+    }
+    return t;
+  }
+
+  io::ModelConfig config_;
+  std::uint64_t seed_;
+  std::unordered_map<std::string, ManifestEntry> entries_;
+  std::unordered_map<std::string, std::string> scales_;  // scale name -> weight name
+};
+
+}  // namespace
+
+io::ModelConfig dummy_model_config(const io::ModelConfig& config, int layers) {
+  DI_CHECK(config.arch == io::ModelArch::kDeepseekV4, "dummy weights: model type {} is not DeepSeek-V4",
+           io::model_arch_name(config.arch));
+  DI_CHECK(layers <= config.num_layers, "dummy weights: {} layers requested, the config has {}", layers,
+           config.num_layers);
+  io::ModelConfig c = config;
+  if (layers > 0) {
+    c.num_layers = layers;
+    c.compress_ratios.resize(static_cast<std::size_t>(layers));
+    c.num_hash_layers = std::min(c.num_hash_layers, layers);
+  }
+  c.draft = io::DraftConfig{};
+  c.quant = io::QuantizationConfig{true, 128, 128, "ue8m0", io::ExpertFormat::kFp4};
+  // Through the parser: re-derives the layer roles and validates the geometry.
+  return io::parse_model_config(io::model_config_to_json(c), "dummy model config");
+}
+
+std::unique_ptr<WeightSource> dummy_weights(const io::ModelConfig& config, std::uint64_t seed) {
+  return std::make_unique<DummyWeights>(config, seed);
+}
+
+}  // namespace deepinfer::model::v4
