@@ -58,10 +58,15 @@ TEST(EngramTokenMap, NormalisationEqualsHfTokenizersNormalizers) {
 
 TEST(EngramTokenMap, RejectsInvalidUtf8) { EXPECT_THROW(normalize_token_text("a\xff"), Error); }
 
+const CompressedTokenMap& deepseek_map() {
+  static const CompressedTokenMap map = build_compressed_token_map(tokenizer::testing::deepseek_tokenizer());
+  return map;
+}
+
 TEST(EngramTokenMap, WholeMapOfTheDeepseekTokenizerEqualsHf) {
   DEEPINFER_REQUIRE_DEEPSEEK_TOKENIZER();
   const auto& want = fixture().at("token_map");
-  const CompressedTokenMap map = build_compressed_token_map(tokenizer::testing::deepseek_tokenizer());
+  const CompressedTokenMap& map = deepseek_map();
   ASSERT_EQ(map.ids.size(), want.at("len_tokenizer").get<std::size_t>());
   EXPECT_EQ(map.size, want.at("compressed_size").get<std::int64_t>());
   for (const auto& entry : want.at("sample"))
@@ -105,6 +110,18 @@ TEST(EngramHash, ReleasedBucketPrimesAreConsecutiveAndSumToTheTableSizes) {
   }
   EXPECT_EQ(sums[0], 384006168);
   EXPECT_EQ(sums[1], 384016682);
+}
+
+TEST(EngramHash, AConfigStatingAnotherCompressedVocabularyIsRefused) {
+  // The released config states 99,092 (the V4.1 tokenizer); this tokenizer's map has 98,627 ids, and
+  // hashing with it would silently address other rows (HF raises too).
+  DEEPINFER_REQUIRE_DEEPSEEK_TOKENIZER();
+  io::ModelConfig c = engram_config({1, 14}, 16000000, 4, 8);
+  c.engram.compressed_vocab_size = 99092;
+  EXPECT_THROW(EngramHasher(c, deepseek_map()), Error);
+  c.engram.compressed_vocab_size = deepseek_map().size;
+  const EngramHasher hasher(c, deepseek_map());
+  EXPECT_EQ(hasher.multipliers(0), hash_multipliers(1, 4, 98627));
 }
 
 // A tiny map: token t -> t / 2 (so 0 and 1 share an id), pad token 2 -> 1.
