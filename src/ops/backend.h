@@ -91,8 +91,8 @@ class Backend {
   virtual void indexer_scores(const Tensor& q, const RowView& keys, std::int64_t num_keys, const Tensor& weights,
                               Tensor& out) = 0;
   // Per row t: the k highest scores among the entries visible at positions[t] (entry s visible
-  // iff (s + 1) · ratio <= positions[t] + 1), ordered by score descending then index ascending;
-  // writes index + offset, or -1 where fewer than k entries are visible. out: i32 [T, k] (rows
+  // iff (s + 1) · ratio <= positions[t] + 1) whose score is not -inf (masked out), ordered by score
+  // descending then index ascending; writes index + offset, or -1 where fewer than k qualify. out: i32 [T, k] (rows
   // may be strided).
   virtual void topk_visible(const Tensor& scores, const Tensor& positions, int ratio, int k, int offset,
                             Tensor& out) = 0;

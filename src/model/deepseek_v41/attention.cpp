@@ -115,7 +115,8 @@ Tensor select_entries(ForwardContext& cx, const io::LayerSpec& spec, const Proje
                             scores);
   if (spec.candidate_source) {
     shared.candidate_bias.at(s) = candidate_bias(cx, scores, seg_pos, ratio);
-  } else if (spec.role == io::Csa2Role::kReindex) {
+  } else if (cx.config.candidate_source_layer_id >= 0 && spec.index > cx.config.candidate_source_layer_id) {
+    // Index sources after the candidate source (Reindex layers) score only inside its blocks.
     const Tensor& full = shared.candidate_bias.at(s);
     DI_CHECK(full.defined(), "layer {}: no candidate mask from the candidate source for this step", spec.index);
     cx.backend.add(scores, full.narrow(0, full.dim(0) - seg.count, seg.count), scores);

@@ -23,9 +23,9 @@ void check_config(const io::ModelConfig& c, const v4::Numerics& num, const engra
   DI_CHECK(c.arch == io::ModelArch::kDeepseekV41, "model type {} is not supported by the V4.1 forward pass",
            io::model_arch_name(c.arch));
   v4::check_shared_geometry(c);
-  DI_CHECK(c.candidate_block_size > 0 && c.candidate_topk_blocks > 0,
-           "config candidate_block_size = {} / candidate_topk_blocks = {} must be positive", c.candidate_block_size,
-           c.candidate_topk_blocks);
+  DI_CHECK(c.candidate_source_layer_id < 0 || (c.candidate_block_size > 0 && c.candidate_topk_blocks > 0),
+           "config candidate_block_size = {} / candidate_topk_blocks = {} must be positive with a candidate source",
+           c.candidate_block_size, c.candidate_topk_blocks);
   for (const io::LayerSpec& l : c.layers) {
     DI_CHECK(l.compress_ratio >= 0 && l.compress_ratio <= 2, "layer {}: V4.1 compress ratio {} must be 0, 1 or 2",
              l.index, l.compress_ratio);

@@ -224,9 +224,10 @@ void CpuBackend::topk_visible(const Tensor& scores, const Tensor& positions, int
     const std::int64_t visible = std::min<std::int64_t>(n, (static_cast<std::int64_t>(pos[t]) + 1) / ratio);
     const float* row = sc + t * scores.stride(0);
     thread_local std::vector<std::int32_t> order;
-    order.resize(static_cast<std::size_t>(std::max<std::int64_t>(visible, 0)));
-    std::iota(order.begin(), order.end(), 0);
-    const std::int64_t take = std::min<std::int64_t>(k, visible);
+    order.clear();
+    for (std::int32_t s = 0; s < visible; ++s)
+      if (row[s] != -std::numeric_limits<float>::infinity()) order.push_back(s);  // masked out (V4.1 candidates)
+    const std::int64_t take = std::min<std::int64_t>(k, static_cast<std::int64_t>(order.size()));
     auto better = [row](std::int32_t a, std::int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); };
     std::partial_sort(order.begin(), order.begin() + take, order.end(), better);
     std::int32_t* dst = o + t * out.stride(0);
