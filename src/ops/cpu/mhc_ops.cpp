@@ -99,52 +99,47 @@ HcParams site_params(const HcWeights& w, int n, std::int64_t width, const char* 
   return {f32_param(w.fn, n_mix * width, op), f32_param(w.base, n_mix, op), f32_param(w.scale, 3, op)};
 }
 
-}  // namespace
-
-void CpuBackend::hc_pre(const Tensor& x, const HcWeights& w, const HcOptions& options, Tensor& y, Tensor& post,
-                        Tensor& comb) {
-  const HcShape s = check_stream(x, "hc_pre");
+// hc_pre and hc_mix: every token's coefficients; pre_out (f32 [T, n]) receives the pre weights
+// when given, y the collapse with them when given.
+void site_rows(const Tensor& x, const HcWeights& w, const HcOptions& options, float* pre_out, Tensor& post,
+               Tensor& comb, Tensor* y, const char* op) {
+  const HcShape s = check_stream(x, op);
   const int n = s.n;
   const std::int64_t width = n * s.d;
-  const HcParams params = site_params(w, n, width, "hc_pre weights");
+  const HcParams params = site_params(w, n, width, op);
   DI_CHECK(post.dtype() == DType::kF32 && post.numel() == s.tokens * n && comb.dtype() == DType::kF32 &&
                comb.numel() == s.tokens * n * n,
-           "hc_pre: post {} / comb {} for {} tokens", post.shape(), comb.shape(), s.tokens);
+           "{}: post {} / comb {} for {} tokens", op, post.shape(), comb.shape(), s.tokens);
   const Rows rx = as_rows(x, width);
-  const Rows ry = as_rows(y, s.d);
-  DI_CHECK(ry.rows == s.tokens, "hc_pre: y {} for {} tokens", y.shape(), s.tokens);
+  const Rows ry = y != nullptr ? as_rows(*y, s.d) : Rows{};
+  DI_CHECK(y == nullptr || ry.rows == s.tokens, "{}: y for {} tokens has {} rows", op, s.tokens, ry.rows);
   float* post_v = post.data<float>();
   float* comb_v = comb.data<float>();
 #pragma omp parallel for schedule(static) if (worth_threads(s.tokens * (2 + n) * n * width))
   for (std::int64_t t = 0; t < s.tokens; ++t) {
     const float* flat = load_row(rx, t, scratch(0, width));
-    float pre[kMaxHc];
+    float own[kMaxHc];
+    float* pre = pre_out != nullptr ? pre_out + t * n : own;
     site_coefficients(flat, width, n, params, options, pre, post_v + t * n, comb_v + t * n * n);
+    if (y == nullptr) continue;
     float* out = scratch(1, s.d);
     collapse(flat, pre, n, s.d, out);
     store_row(ry, t, out);
   }
 }
 
+}  // namespace
+
+void CpuBackend::hc_pre(const Tensor& x, const HcWeights& w, const HcOptions& options, Tensor& y, Tensor& post,
+                        Tensor& comb) {
+  site_rows(x, w, options, nullptr, post, comb, &y, "hc_pre");
+}
+
 void CpuBackend::hc_mix(const Tensor& x, const HcWeights& w, const HcOptions& options, Tensor& pre, Tensor& post,
                         Tensor& comb) {
-  const HcShape s = check_stream(x, "hc_mix");
-  const int n = s.n;
-  const std::int64_t width = n * s.d;
-  const HcParams params = site_params(w, n, width, "hc_mix weights");
-  DI_CHECK(pre.dtype() == DType::kF32 && pre.numel() == s.tokens * n && pre.is_contiguous() &&
-               post.dtype() == DType::kF32 && post.numel() == s.tokens * n && comb.dtype() == DType::kF32 &&
-               comb.numel() == s.tokens * n * n,
-           "hc_mix: pre {} / post {} / comb {} for {} tokens", pre.shape(), post.shape(), comb.shape(), s.tokens);
-  const Rows rx = as_rows(x, width);
-  float* pre_v = pre.data<float>();
-  float* post_v = post.data<float>();
-  float* comb_v = comb.data<float>();
-#pragma omp parallel for schedule(static) if (worth_threads(s.tokens * (2 + n) * n * width))
-  for (std::int64_t t = 0; t < s.tokens; ++t) {
-    const float* flat = load_row(rx, t, scratch(0, width));
-    site_coefficients(flat, width, n, params, options, pre_v + t * n, post_v + t * n, comb_v + t * n * n);
-  }
+  DI_CHECK(pre.dtype() == DType::kF32 && x.ndim() == 3 && pre.numel() == x.dim(0) * x.dim(1) && pre.is_contiguous(),
+           "hc_mix: pre {} {} for stream {}", dtype_name(pre.dtype()), pre.shape(), x.shape());
+  site_rows(x, w, options, pre.data<float>(), post, comb, nullptr, "hc_mix");
 }
 
 void CpuBackend::hc_collapse(const Tensor& x, const Tensor& pre, Tensor& y) {
