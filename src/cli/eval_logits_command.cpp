@@ -1,14 +1,18 @@
 // `deepinfer eval-logits`: the model's f32 logits at every position of a token-id prompt, written
 // as a NumPy .npy array [T, vocab] (streamed chunk by chunk, so long prompts need no T×vocab buffer).
 #include <charconv>
+#include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "cli/command.h"
 #include "cli/model_options.h"
 #include "common/error.h"
 #include "common/logging.h"
+#include "model/deepseek_v4/dummy_weights.h"
 #include "model/deepseek_v4/loaded_model.h"
+#include "model/weight_manifest.h"
 #include "ops/backend.h"
 #include "ops/cuda/cuda_backend.h"
 
@@ -50,6 +54,25 @@ std::string npy_header(std::int64_t rows, std::int64_t cols) {
   return out + dict;
 }
 
+// --load-format dummy: random weights of the geometry in --model (a directory's config.json, or a
+// config file), cut to --num-layers, generated on the host and uploaded by the loader.
+std::unique_ptr<model::SequenceModel> load_dummy(const std::string& model, int layers, std::uint64_t seed,
+                                                 std::optional<model::v4::NumericMode> mode, ops::Backend& backend) {
+  const std::filesystem::path path =
+      std::filesystem::is_directory(model) ? std::filesystem::path(model) / "config.json" : std::filesystem::path(model);
+  const io::ModelConfig config = model::v4::dummy_model_config(io::load_model_config(path), layers);
+  std::int64_t bytes = 0;
+  for (const model::ManifestEntry& e : model::build_weight_manifest(config)) bytes += e.released_bytes();
+  const auto start = std::chrono::steady_clock::now();
+  auto m = model::v4::Model::load(*model::v4::dummy_weights(config, seed), config, backend,
+                                  mode.value_or(model::v4::NumericMode::kReferenceQat));
+  backend.synchronize();
+  log::info("dummy weights: {} layers of {}, {:.2f} GB as released, made and loaded in {:.1f} s", config.num_layers,
+            path.string(), static_cast<double>(bytes) / 1e9,
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return m;
+}
+
 }  // namespace
 
 void register_eval_logits(CLI::App& app) {
@@ -60,6 +83,9 @@ void register_eval_logits(CLI::App& app) {
     std::string output;
     int chunk = 512;
     std::string device = "cpu";
+    std::string load_format = "auto";
+    int num_layers = 0;
+    std::uint64_t seed = 0;
   };
   auto opts = std::make_shared<Options>();
   opts->model.add_to(sub);
@@ -70,10 +96,24 @@ void register_eval_logits(CLI::App& app) {
   sub->add_option("--device", opts->device, "Backend: cpu or cuda (GPU 0)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
+  sub->add_option("--load-format", opts->load_format,
+                  "auto: the checkpoint in --model; dummy: random weights of its geometry (--model may then be a "
+                  "config.json), FP8 dense + FP4 experts as released, for benchmarks")
+      ->check(CLI::IsMember({"auto", "dummy"}))
+      ->capture_default_str();
+  sub->add_option("--num-layers", opts->num_layers, "dummy: keep the first N layers (0 = all)")
+      ->check(CLI::Range(0, 4096));
+  sub->add_option("--seed", opts->seed, "dummy: weight seed")->capture_default_str();
   set_handler(sub, [opts] {
     const std::vector<std::int32_t> ids = parse_ids(opts->ids);
     auto backend = opts->device == "cuda" ? ops::make_cuda_backend(0) : ops::make_cpu_backend();
-    auto loaded = model::v4::open_model(opts->model.model_dir, opts->model.numeric_mode(), *backend);
+    model::v4::LoadedModel loaded;
+    if (opts->load_format == "dummy") {
+      loaded.model = load_dummy(opts->model.model_dir, opts->num_layers, opts->seed, opts->model.numeric_mode(), *backend);
+    } else {
+      DI_CHECK(opts->num_layers == 0, "--num-layers needs --load-format dummy");
+      loaded = model::v4::open_model(opts->model.model_dir, opts->model.numeric_mode(), *backend);
+    }
     model::SequenceModel& m = *loaded.model;
     const std::int64_t vocab = m.config().vocab_size;
     log::info("eval-logits: {} tokens, mode {}", ids.size(), model::v4::numeric_mode_name(m.numerics().mode));

@@ -1,8 +1,10 @@
 // `deepinfer eval-logits` end to end: the .npy it writes holds exactly the in-process logits (any
 // --chunk), and bad input (ids outside the vocabulary, empty or malformed ids, unknown mode, a
-// config that disagrees with the tensors) exits 1 with a message naming the problem.
+// config that disagrees with the tensors) exits 1 with a message naming the problem; --load-format
+// dummy runs a config's geometry with random weights, cut to --num-layers.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -13,6 +15,7 @@
 
 #include "golden/npy_reader.h"
 #include "io/checkpoint.h"
+#include "io/tiny_checkpoint.h"
 #include "model/deepseek_v4/loaded_model.h"
 #include "model/tiny_v4.h"
 #include "ops/cpu/cpu_backend.h"
@@ -107,6 +110,29 @@ TEST_F(EvalLogitsCli, BadInputExitsWithAClearError) {
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.output.find("wq_a.weight"), std::string::npos) << r.output;
   fs::remove_all(bad);
+}
+
+TEST_F(EvalLogitsCli, DummyLoadFormatRunsAConfigsGeometryCutToNLayers) {
+  const fs::path config = scratch_path("dummy_config.json");
+  std::ofstream(config) << io::model_config_to_json(io::tiny_model_config({}));
+  const fs::path a = scratch_path("dummy_a.npy"), b = scratch_path("dummy_b.npy"), c = scratch_path("dummy_c.npy");
+  const std::string base = "eval-logits --load-format dummy --model " + config.string() + " --num-layers 3 --ids 1,2,3,4 ";
+  CliResult r = run_cli(base + "--seed 5 --output " + a.string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  ASSERT_EQ(run_cli(base + "--seed 5 --output " + b.string()).status, 0);
+  ASSERT_EQ(run_cli(base + "--seed 6 --output " + c.string()).status, 0);
+  const golden::NpyArray la = golden::read_npy_f32(a), lb = golden::read_npy_f32(b), lc = golden::read_npy_f32(c);
+  ASSERT_EQ(la.shape, (std::vector<std::int64_t>{4, io::tiny_model_config({}).vocab_size}));
+  for (float x : la.data) ASSERT_TRUE(std::isfinite(x));
+  EXPECT_EQ(la.data, lb.data);
+  EXPECT_NE(la.data, lc.data);
+  r = run_cli("eval-logits --model " + dir_->string() + " --num-layers 2 --ids 1 --output /dev/null");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("--load-format dummy"), std::string::npos) << r.output;
+  r = run_cli("eval-logits --load-format dummy --model " + config.string() + " --num-layers 99 --ids 1 --output /dev/null");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("99 layers"), std::string::npos) << r.output;
+  for (const fs::path& p : {config, a, b, c}) fs::remove(p);
 }
 
 }  // namespace
