@@ -10,6 +10,7 @@
 
 #include "engine/engine.h"
 #include "model/deepseek_v4/paged_runner.h"
+#include "model/engine_runs.h"
 
 namespace deepinfer {
 namespace {
@@ -53,35 +54,9 @@ std::unique_ptr<Engine> make_engine(const Fixture& f, const EngineOptions& o) {
   return std::make_unique<Engine>(config, std::move(opened.runner));
 }
 
-struct Result {
-  std::vector<std::int32_t> tokens;
-  std::vector<float> logprobs;  // the sampled tokens' log-probabilities (when asked for)
-};
-
-// Runs the engine until every request has finished; results by request id.
-std::map<std::string, Result> run(Engine& engine) {
-  std::map<std::string, Result> out;
-  while (engine.has_unfinished()) {
-    for (const engine::RequestOutput& r : engine.step()) {
-      for (const engine::CompletionOutput& c : r.completions) {
-        EXPECT_NE(c.finish_reason, engine::FinishReason::kError) << r.request_id;
-        Result& res = out[r.request_id];
-        res.tokens.insert(res.tokens.end(), c.token_ids.begin(), c.token_ids.end());
-        for (const engine::SampleResult& s : c.logprobs) res.logprobs.push_back(s.logprob);
-      }
-    }
-  }
-  return out;
-}
-
-SamplingParams greedy(std::int32_t max_tokens, bool logprobs = false) {
-  SamplingParams p;
-  p.temperature = 0.0f;
-  p.max_tokens = max_tokens;
-  p.ignore_eos = true;
-  if (logprobs) p.logprobs = 0;
-  return p;
-}
+using test::greedy;
+using test::Result;
+using test::run;
 
 SamplingParams sampled(std::uint64_t seed, std::int32_t max_tokens) {
   SamplingParams p;
@@ -167,25 +142,9 @@ TEST(PagedRunner, PrefixCacheHitGivesSameLogitsAndTokensAsNoCache) {
   // Continues the fixture prompt (a second turn): its pages up to the prompt-end snapshot are reused.
   std::vector<std::int32_t> second = f.prompt;
   for (std::int32_t t : other_prompt(f, 23, 101)) second.push_back(t);
-  auto results = [&](bool caching) {
-    auto engine = make_engine(f, {.prefix_caching = caching, .page_multiple = 1});
-    engine->add_request("first", f.prompt, greedy(10, true));
-    auto first = run(*engine);
-    engine->add_request("second", second, greedy(20, true));
-    auto out = run(*engine);
-    out["first"] = first["first"];
-    const auto* prefix = engine->scheduler().prefix_cache();
-    return std::pair{out, prefix ? prefix->stats().hit_tokens : 0};
-  };
-  const auto [cached, hit_tokens] = results(true);
-  const auto [plain, no_hits] = results(false);
-  EXPECT_GE(hit_tokens, 64);
-  EXPECT_EQ(no_hits, 0);
-  for (const char* id : {"first", "second"}) {
-    EXPECT_EQ(cached.at(id).tokens, plain.at(id).tokens) << id;
-    ASSERT_EQ(cached.at(id).logprobs.size(), plain.at(id).tokens.size()) << id;
-    EXPECT_EQ(cached.at(id).logprobs, plain.at(id).logprobs) << id;
-  }
+  test::expect_prefix_reuse_equals_no_reuse(
+      [&](bool caching) { return make_engine(f, {.prefix_caching = caching, .page_multiple = 1}); }, f.prompt, second,
+      10, 20, 64);
 }
 
 TEST(PagedRunner, ReportsPagedStoresAndFixedStateInItsCacheSpec) {

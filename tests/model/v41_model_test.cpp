@@ -21,6 +21,7 @@
 #include "model/deepseek_v4/loaded_model.h"
 #include "model/deepseek_v4/paged_runner.h"
 #include "model/deepseek_v41/model.h"
+#include "model/engine_runs.h"
 #include "ops/cpu/cpu_backend.h"
 
 namespace deepinfer::model {
@@ -232,33 +233,8 @@ std::unique_ptr<engine::Engine> make_engine(bool prefix_caching, std::int32_t ma
   return std::make_unique<engine::Engine>(config, std::move(opened.runner));
 }
 
-engine::SamplingParams greedy(std::int32_t max_tokens) {
-  engine::SamplingParams p;
-  p.temperature = 0.0f;
-  p.max_tokens = max_tokens;
-  p.ignore_eos = true;
-  p.logprobs = 0;
-  return p;
-}
-
-struct Result {
-  std::vector<std::int32_t> tokens;
-  std::vector<float> logprobs;
-};
-
-std::map<std::string, Result> run(engine::Engine& e) {
-  std::map<std::string, Result> out;
-  while (e.has_unfinished()) {
-    for (const engine::RequestOutput& r : e.step()) {
-      for (const engine::CompletionOutput& c : r.completions) {
-        EXPECT_NE(c.finish_reason, engine::FinishReason::kError) << r.request_id;
-        out[r.request_id].tokens.insert(out[r.request_id].tokens.end(), c.token_ids.begin(), c.token_ids.end());
-        for (const engine::SampleResult& s : c.logprobs) out[r.request_id].logprobs.push_back(s.logprob);
-      }
-    }
-  }
-  return out;
-}
+using test::greedy;
+using test::run;
 
 // The model's own greedy continuation: prefill, then one token at a time.
 std::vector<std::int32_t> model_greedy(const std::vector<std::int32_t>& ids, int n) {
@@ -296,24 +272,8 @@ TEST(V41Engine, PrefixCacheHitGivesTheSameTokensAndLogprobsAsNoCache) {
   const auto first = prompt(41, 21);
   std::vector<std::int32_t> second = first;
   for (std::int32_t t : prompt(19, 22)) second.push_back(t);
-  auto results = [&](bool caching) {
-    auto e = make_engine(caching);
-    e->add_request("first", first, greedy(6));
-    auto out = run(*e);
-    e->add_request("second", second, greedy(10));
-    auto more = run(*e);
-    out["second"] = more["second"];
-    const auto* prefix = e->scheduler().prefix_cache();
-    return std::pair{out, prefix ? prefix->stats().hit_tokens : 0};
-  };
-  const auto [cached, hits] = results(true);
-  const auto [plain, no_hits] = results(false);
-  EXPECT_GE(hits, 16);
-  EXPECT_EQ(no_hits, 0);
-  for (const char* id : {"first", "second"}) {
-    EXPECT_EQ(cached.at(id).tokens, plain.at(id).tokens) << id;
-    EXPECT_EQ(cached.at(id).logprobs, plain.at(id).logprobs) << id;
-  }
+  test::expect_prefix_reuse_equals_no_reuse([](bool caching) { return make_engine(caching); }, first, second, 6, 10,
+                                            16);
 }
 
 TEST(V41Engine, CheckpointWithAVisionTowerServesTextAndRefusesImageInput) {
