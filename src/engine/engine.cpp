@@ -271,7 +271,9 @@ void Engine::sample_sequence(const ScheduledSeq& ss, Sampler& sampler, SeqCommit
 void Engine::sample_all(const ScheduledBatch& batch, std::span<const std::size_t> jobs, std::vector<SeqCommit>& commits,
                         std::vector<CompletionOutput>& outs) {
   // Sequences are independent here (each touches only its own completion state), so contiguous
-  // slices go to the workers, each with its own sampler scratch.
+  // slices go to the workers, each with its own sampler scratch. A step of prefill chunks only
+  // has nothing to sample.
+  if (jobs.empty()) return;
   const std::size_t parts = workers_ ? std::min(samplers_.size(), jobs.size()) : 1;
   auto run = [&](std::size_t part) {
     for (std::size_t j = jobs.size() * part / parts; j < jobs.size() * (part + 1) / parts; ++j) {

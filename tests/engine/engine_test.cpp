@@ -397,6 +397,22 @@ TEST(Engine, DataParallelRanksRunSideBySideWithTheirOwnSeeds) {
   EXPECT_NE(t0, t1);
 }
 
+// With worker threads, a step that only prefills (a long prompt chunked by the token budget) has
+// no sequence to sample; it must not split zero sampling jobs over the workers.
+TEST(Engine, WorkerThreadsHandleStepsWithNothingToSample) {
+  EngineConfig config = small_config();
+  config.worker_threads = 2;
+  config.scheduler.max_num_batched_tokens = 16;
+  Case c;
+  c.id = "long";
+  c.prompt = make_prompt(60, 77, 64);
+  c.params.max_tokens = 4;
+  c.params.temperature = 0.9f;
+  c.params.seq_seed = 9;
+  const auto got = run_cases(config, {c});
+  expect_matches_reference(got, {c}, config);
+}
+
 // A vocabulary padded past the tokenizer's: the padded ids must never be sampled, not even when a
 // logit bias makes them the most likely tokens, greedy or sampled, with logprobs asked for.
 TEST(Engine, UnsampleableIdsAreNeverSampled) {
