@@ -1,0 +1,218 @@
+// Whole-model V4 benchmark on dummy weights of a real geometry (issue 6 item 5): prefill tokens/s
+// for given prompt lengths, decode step time and tokens/s for batch x context grids, each next to
+// its floor from ceilings measured in the same run (device-to-device copy bandwidth; bf16 GEMM
+// rate through linear()). Prints markdown tables.
+// usage: v4_model_bench --config CONFIG_OR_DIR [--num-layers 8] [--device cuda|cpu]
+//          [--prefill 1024,8192] [--batches 1,8,32,128,256] [--contexts 1024,8192] [--steps 4]
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "model/deepseek_v4/dummy_weights.h"
+#include "model/deepseek_v4/model.h"
+#include "model/weight_manifest.h"
+#include "ops/cuda/cuda_backend.h"
+
+namespace {
+
+using namespace deepinfer;
+using model::v4::Model;
+
+struct Args {
+  std::string config;
+  int layers = 8;
+  std::string device = "cuda";
+  std::vector<std::int64_t> prefill = {1024, 8192}, batches = {1, 8, 32, 128, 256}, contexts = {1024, 8192};
+  int steps = 4;
+};
+
+std::vector<std::int64_t> parse_list(const std::string& text) {
+  std::vector<std::int64_t> out;
+  for (std::size_t pos = 0; pos < text.size();) {
+    const std::size_t comma = std::min(text.find(',', pos), text.size());
+    out.push_back(std::stoll(text.substr(pos, comma - pos)));
+    pos = comma + 1;
+  }
+  return out;
+}
+
+Args parse_args(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    DI_CHECK(i + 1 < argc, "{} needs a value", flag);
+    const std::string v = argv[++i];
+    if (flag == "--config") a.config = v;
+    else if (flag == "--num-layers") a.layers = std::stoi(v);
+    else if (flag == "--device") a.device = v;
+    else if (flag == "--prefill") a.prefill = parse_list(v);
+    else if (flag == "--batches") a.batches = parse_list(v);
+    else if (flag == "--contexts") a.contexts = parse_list(v);
+    else if (flag == "--steps") a.steps = std::stoi(v);
+    else throw_error("unknown flag {}", flag);
+  }
+  DI_CHECK(!a.config.empty(), "--config (a config.json or a model directory) is required");
+  return a;
+}
+
+double seconds(const std::function<void()>& body, ops::Backend& be) {
+  be.synchronize();
+  const auto start = std::chrono::steady_clock::now();
+  body();
+  be.synchronize();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+Tensor random_bf16(const Shape& shape, std::uint64_t seed) {
+  Tensor t = Tensor::empty(shape, DType::kBF16);
+  auto* p = static_cast<std::uint16_t*>(t.raw_data());
+  for (std::int64_t i = 0; i < t.numel(); ++i) {
+    seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+    p[i] = static_cast<std::uint16_t>(0x3c00 | (seed & 0x80ff));  // ±[2^-7, 2^-6): finite, never zero
+  }
+  return t;
+}
+
+// Ceilings of this run: copy bandwidth (bytes read + written) and the bf16 GEMM rate of linear().
+std::pair<double, double> measure_ceilings(ops::Backend& be, bool gpu) {
+  const std::int64_t copy_bytes = gpu ? (std::int64_t{1} << 31) : (std::int64_t{1} << 27);
+  Tensor a = be.empty(Shape{copy_bytes / 4}, DType::kF32), b = be.empty(Shape{copy_bytes / 4}, DType::kF32);
+  be.fill(a, 1.5f);
+  be.copy(a, b);
+  const double copy_s = seconds([&] { for (int i = 0; i < 5; ++i) be.copy(a, b); }, be) / 5;
+  const std::int64_t n = gpu ? 8192 : 1024;
+  ops::LinearWeight w{ops::WeightFormat::kBF16, be.upload(random_bf16(Shape{n, n}, 7)), Tensor(), 0};
+  Tensor x = be.upload(random_bf16(Shape{n, n}, 9)), y = be.empty(Shape{n, n}, DType::kBF16);
+  be.linear(x, w, {}, y);
+  const double gemm_s = seconds([&] { for (int i = 0; i < 5; ++i) be.linear(x, w, {}, y); }, be) / 5;
+  return {2.0 * static_cast<double>(copy_bytes) / copy_s, 2.0 * static_cast<double>(n * n * n) / gemm_s};
+}
+
+// Bytes of the weights (as released) split into routed experts and the rest; active parameters per
+// token (every matrix but the embedding, num_experts_per_tok routed experts per layer).
+struct WeightSizes {
+  double expert_bytes = 0, other_bytes = 0, active_params = 0;
+};
+
+WeightSizes weight_sizes(const io::ModelConfig& c) {
+  WeightSizes s;
+  for (const model::ManifestEntry& e : model::build_weight_manifest(c)) {
+    const bool expert = e.component == model::Component::kRoutedExperts;
+    (expert ? s.expert_bytes : s.other_bytes) += static_cast<double>(e.released_bytes());
+    if (e.name == "embed.weight" || e.shape.ndim() != 2) continue;
+    s.active_params += static_cast<double>(e.numel()) * (expert ? double(c.num_experts_per_tok) / c.n_routed_experts : 1.0);
+  }
+  return s;
+}
+
+// K=V rows (bf16, head_dim wide) one token's attention reads per layer at context `ctx`, plus the
+// indexer keys a CSA layer scores.
+double kv_bytes_per_token(const io::ModelConfig& c, std::int64_t ctx) {
+  double bytes = 0;
+  for (const io::LayerSpec& l : c.layers) {
+    double rows = static_cast<double>(std::min<std::int64_t>(ctx, c.sliding_window));
+    if (l.compress_ratio > 0) {
+      const double entries = static_cast<double>(ctx / l.compress_ratio);
+      rows += l.has_indexer ? std::min<double>(entries, c.index_topk) : entries;
+      if (l.has_indexer) bytes += entries * c.index_head_dim * 2.0;
+    }
+    bytes += rows * c.head_dim * 2.0;
+  }
+  return bytes;
+}
+
+std::vector<std::int32_t> token_ids(std::int64_t n, std::int64_t vocab, std::uint64_t seed) {
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(n));
+  for (auto& id : ids) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    id = static_cast<std::int32_t>((seed >> 33) % static_cast<std::uint64_t>(vocab));
+  }
+  return ids;
+}
+
+// Feeds `ids` to `seq` in chunks of at most 8192 tokens (one logit row per chunk).
+void prefill(Model& m, model::v4::SequenceState* seq, const std::vector<std::int32_t>& ids, Tensor& logits) {
+  for (std::size_t p = 0; p < ids.size(); p += 8192) {
+    const std::size_t n = std::min<std::size_t>(8192, ids.size() - p);
+    const Model::Chunk c{seq, std::span(ids).subspan(p, n), 1};
+    m.forward({&c, 1}, logits);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const Args args = parse_args(argc, argv);
+  const bool gpu = args.device == "cuda";
+  auto backend = gpu ? ops::make_cuda_backend(0) : ops::make_cpu_backend();
+  ops::Backend& be = *backend;
+  const std::filesystem::path path = std::filesystem::is_directory(args.config)
+                                         ? std::filesystem::path(args.config) / "config.json"
+                                         : std::filesystem::path(args.config);
+  const io::ModelConfig c = model::v4::dummy_model_config(io::load_model_config(path), args.layers);
+  const WeightSizes ws = weight_sizes(c);
+  const auto [bandwidth, flops] = measure_ceilings(be, gpu);
+  std::printf("# V4 model bench: %s, %d layers, %s backend, reference-qat, dummy FP8/FP4 weights (%.3g GB)\n\n",
+              path.string().c_str(), c.num_layers, std::string(be.name()).c_str(),
+              (ws.expert_bytes + ws.other_bytes) / 1e9);
+  std::printf("Ceilings measured in this run: copy %.2f TB/s (read + write), bf16 GEMM %.3g TFLOP/s (linear, %s)\n\n",
+              bandwidth / 1e12, flops / 1e12, gpu ? "8192^3" : "1024^3");
+  std::unique_ptr<Model> m;
+  const double load_s = seconds([&] {
+    m = Model::load(*model::v4::dummy_weights(c, 1), c, be, model::v4::NumericMode::kReferenceQat);
+  }, be);
+  std::printf("Weights made and loaded in %.1f s.\n\n", load_s);
+  Tensor one = be.empty(Shape{1, c.vocab_size}, DType::kF32);
+
+  std::printf("| prefill tokens | time (s) | tokens/s | floor: FLOPs / bf16 peak (s) | share of peak |\n"
+              "| ---: | ---: | ---: | ---: | ---: |\n");
+  for (const std::int64_t p : args.prefill) {
+    const auto ids = token_ids(p, c.vocab_size, static_cast<std::uint64_t>(p));
+    auto warm = m->new_sequence();
+    prefill(*m, warm.get(), token_ids(std::min<std::int64_t>(p, 256), c.vocab_size, 3), one);
+    auto seq = m->new_sequence();
+    const double t = seconds([&] { prefill(*m, seq.get(), ids, one); }, be);
+    const double floor = 2.0 * ws.active_params * static_cast<double>(p) / flops;
+    std::printf("| %lld | %.3f | %.0f | %.3f | %.0f%% |\n", static_cast<long long>(p), t, static_cast<double>(p) / t,
+                floor, 100.0 * floor / t);
+    std::fflush(stdout);
+  }
+
+  std::printf("\n| batch | context | step (ms) | tokens/s | floor: bytes / copy BW (ms) | floor / step |\n"
+              "| ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  for (const std::int64_t ctx : args.contexts) {
+    for (const std::int64_t batch : args.batches) {
+      std::vector<std::unique_ptr<model::v4::SequenceState>> seqs;
+      for (std::int64_t b = 0; b < batch; ++b) {
+        seqs.push_back(m->new_sequence());
+        prefill(*m, seqs.back().get(), token_ids(ctx, c.vocab_size, static_cast<std::uint64_t>(b + 11)), one);
+      }
+      Tensor logits = be.empty(Shape{batch, c.vocab_size}, DType::kF32);
+      std::vector<std::int32_t> next = token_ids(batch, c.vocab_size, 5);
+      std::vector<Model::Chunk> chunks;
+      for (std::int64_t b = 0; b < batch; ++b)
+        chunks.push_back({seqs[static_cast<std::size_t>(b)].get(), std::span(next).subspan(static_cast<std::size_t>(b), 1), 1});
+      m->forward(chunks, logits);  // warm-up step
+      const double t = seconds([&] { for (int s = 0; s < args.steps; ++s) m->forward(chunks, logits); }, be) / args.steps;
+      // Weights read once per step (routed experts: the expected distinct share under uniform routing)
+      // plus every token's KV rows.
+      const double touched = 1.0 - std::pow(1.0 - double(c.num_experts_per_tok) / c.n_routed_experts, double(batch));
+      const double bytes = ws.other_bytes + ws.expert_bytes * touched + double(batch) * kv_bytes_per_token(c, ctx);
+      const double floor = bytes / bandwidth;
+      std::printf("| %lld | %lld | %.2f | %.0f | %.3f | %.0f%% |\n", static_cast<long long>(batch),
+                  static_cast<long long>(ctx), 1e3 * t, static_cast<double>(batch) / t, 1e3 * floor, 100.0 * floor / t);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "v4_model_bench: %s\n", e.what());
+  return 1;
+}
