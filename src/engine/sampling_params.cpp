@@ -101,6 +101,10 @@ StructuredOutputArgs get_so_args(const json& v) {
     } else if (key == "start_after") {
       DI_CHECK(value.is_string(), "sampling params: so_args.start_after must be a string, got {}", value.dump());
       args.start_after = value.get<std::string>();
+    } else if (key == "disable_any_whitespace") {
+      DI_CHECK(value.is_boolean(), "sampling params: so_args.disable_any_whitespace must be a boolean, got {}",
+               value.dump());
+      args.disable_any_whitespace = value.get<bool>();
     } else {
       throw_error("sampling params: unknown field so_args.{}", key);
     }
@@ -216,6 +220,7 @@ json SamplingParams::to_json() const {
   if (so_args) {
     j["so_args"] = json{{"schema_type", so_args->schema_type}, {"schema", so_args->schema}};
     if (!so_args->start_after.empty()) j["so_args"]["start_after"] = so_args->start_after;
+    if (so_args->disable_any_whitespace) j["so_args"]["disable_any_whitespace"] = true;
   } else {
     j["so_args"] = nullptr;
   }

@@ -20,6 +20,9 @@ struct StructuredOutputArgs {
   // When set, the output is free until this text has been generated (e.g. "</think>" in thinking
   // mode, however many tokens spell it); the constraint applies to what follows.
   std::string start_after = {};
+  // JSON without free whitespace (only the ", " and ": " separators), as vLLM's
+  // disable_any_whitespace: small or confused models cannot loop on whitespace.
+  bool disable_any_whitespace = false;
   bool operator==(const StructuredOutputArgs&) const = default;
 };
 

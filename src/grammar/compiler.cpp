@@ -75,7 +75,7 @@ GrammarCompiler::GrammarCompiler(std::shared_ptr<const Vocabulary> vocab, Thread
     : vocab_(std::move(vocab)), pool_(pool), capacity_(cache_entries), json_options_(json_options) {}
 
 std::shared_ptr<const CompiledGrammar> GrammarCompiler::compile(const ConstraintSpec& spec) {
-  std::string key = std::string(constraint_kind_name(spec.kind)) + '\0' + spec.text;
+  std::string key = std::string(constraint_kind_name(spec.kind)) + (spec.compact_json ? "\1" : "") + '\0' + spec.text;
   {
     std::lock_guard lock(mutex_);
     if (auto it = index_.find(key); it != index_.end()) {
@@ -83,7 +83,9 @@ std::shared_ptr<const CompiledGrammar> GrammarCompiler::compile(const Constraint
       return it->second->second;
     }
   }
-  auto compiled = compile_grammar(grammar_from_constraint(spec, json_options_), vocab_, pool_);
+  JsonSchemaOptions json_options = json_options_;
+  if (spec.compact_json) json_options.any_whitespace = false;
+  auto compiled = compile_grammar(grammar_from_constraint(spec, json_options), vocab_, pool_);
   std::lock_guard lock(mutex_);
   if (capacity_ == 0 || index_.contains(key)) return compiled;
   lru_.emplace_front(key, compiled);

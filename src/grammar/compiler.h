@@ -27,6 +27,7 @@ struct ConstraintSpec {
   // kJsonSchema: the schema; kRegex: the pattern; kEbnf: the grammar; kChoice: a JSON array of
   // strings; kToolCalls: a tool-call spec (tool_calls.h); kJsonObject: unused.
   std::string text;
+  bool compact_json = false;  // JSON kinds: no whitespace beyond ", " and ": " (any_whitespace off)
 };
 
 // Accepts "json" / "json_schema", "json_object", "regex", "ebnf" / "grammar", "choice", "tool_calls".

@@ -122,7 +122,7 @@ std::shared_ptr<const TextMarkerGate> GrammarConstraintFactory::gate_for(const s
 }
 
 std::unique_ptr<engine::TokenConstraint> GrammarConstraintFactory::create(const engine::StructuredOutputArgs& args) const {
-  ConstraintSpec spec{parse_constraint_kind(args.schema_type), args.schema};
+  ConstraintSpec spec{parse_constraint_kind(args.schema_type), args.schema, args.disable_any_whitespace};
   std::unique_ptr<engine::TokenConstraint> c = std::make_unique<GrammarConstraint>(compiler_.compile(spec));
   if (!args.start_after.empty()) c = std::make_unique<ReasoningGatedConstraint>(std::move(c), gate_for(args.start_after));
   return c;

@@ -3,6 +3,7 @@
 // chat.completion.chunk deltas.
 #include <map>
 
+#include "encoding/special_tokens.h"
 #include "server/api_error.h"
 #include "server/endpoints.h"
 #include "server/json_fields.h"
@@ -154,9 +155,23 @@ void check_supported(const EndpointContext& ctx, const ChatRequest& request) {
   if (!request.common.sampling.structured_output.is_null() && !ctx.backend.model_info().supports_structured_output)
     throw ApiError(400, "structured outputs (response_format, regex, grammar) are not enabled on this server",
                    "response_format");
-  // Forcing a call needs a grammar for the DSML tool-call syntax, which does not exist yet.
-  if (request.tool_choice == "required" || request.tool_choice == "function")
-    throw ApiError(400, "tool_choice 'required' or a named function is not supported yet; use 'auto'", "tool_choice");
+  if (request.tool_choice != "required" && request.tool_choice != "function") return;
+  if (ctx.backend.model_info().tool_call_tags.is_null())
+    throw ApiError(400, "tool_choice 'required' or a named function needs a DSML chat format and structured outputs",
+                   "tool_choice");
+  if (!request.common.sampling.structured_output.is_null())
+    throw ApiError(400, "a forced tool call (tool_choice) cannot be combined with response_format, regex or grammar",
+                   "tool_choice");
+}
+
+// The output constraint of a forced tool call: one DSML block calling the request's tools (or
+// the named one) with arguments that match their schemas (grammar/tool_calls.h).
+nlohmann::json forced_tool_calls(const EndpointContext& ctx, const ChatRequest& request) {
+  nlohmann::ordered_json spec = {{"tags", ctx.backend.model_info().tool_call_tags},
+                                 {"tools", request.encode_request.at("tools")},
+                                 {"parallel", request.parallel_tool_calls}};
+  if (request.tool_choice == "function") spec["function"] = request.tool_choice_function;
+  return {{"tool_calls", spec.dump()}};
 }
 
 }  // namespace
@@ -172,13 +187,18 @@ Reply handle_chat_completions(const EndpointContext& ctx, std::string_view body)
   state->meta = {make_response_id("chatcmpl-"), unix_time_now(), resolve_model_name(ctx, request.common.model)};
   const EncodedChat prompt = encode_chat_request(ctx, request.encode_request);
   state->thinking = prompt.thinking;
-  if (prompt.thinking && !request.common.sampling.structured_output.is_null() &&
-      !ctx.backend.model_info().structured_output_after_thinking)
-    throw ApiError(400,
-                   "structured outputs cannot yet follow the reasoning of this model: turn thinking off "
-                   "(chat_template_kwargs: {\"thinking\": false})",
-                   "response_format");
   SamplingOptions sampling = request.common.sampling;
+  keep_schema_order(sampling.structured_output, body);
+  if (request.tool_choice == "required" || request.tool_choice == "function")
+    sampling.structured_output = forced_tool_calls(ctx, request);
+  if (prompt.thinking && !sampling.structured_output.is_null()) {
+    if (!ctx.backend.model_info().structured_output_after_thinking)
+      throw ApiError(400,
+                     "structured outputs cannot follow the reasoning on this server: turn thinking off "
+                     "(chat_template_kwargs: {\"thinking\": false})",
+                     "response_format");
+    sampling.structured_output["start_after"] = std::string(encoding::tokens::kThinkEnd);  // reasoning stays free
+  }
   sampling.max_tokens =
       resolve_max_tokens(ctx, prompt.token_ids.size(), request.common.max_tokens, std::nullopt, "messages");
   state->session = std::make_unique<GenerationSession>(ctx.backend, ctx.metrics, state->meta.id);

@@ -155,7 +155,7 @@ ChatRequest parse_chat_request(const nlohmann::json& body, const nlohmann::order
   request.encode_request = chat_encode_request(fields, ordered_body, defaults);
   request.common = parse_generation_fields(fields, vocab_size);
   parse_tool_choice(fields, request);
-  fields.boolean("parallel_tool_calls");
+  request.parallel_tool_calls = fields.boolean("parallel_tool_calls").value_or(true);
   request.logprobs = fields.boolean("logprobs").value_or(false);
   if (auto v = fields.integer("top_logprobs", 0, kMaxTopLogprobs)) {
     if (!request.logprobs) bad_field("top_logprobs", "requires 'logprobs' to be true");

@@ -112,6 +112,7 @@ Reply handle_completions(const EndpointContext& ctx, std::string_view body) {
   if (!request.common.sampling.structured_output.is_null() && !ctx.backend.model_info().supports_structured_output)
     throw ApiError(400, "structured outputs (response_format, regex, grammar) are not enabled on this server",
                    "response_format");
+  keep_schema_order(request.common.sampling.structured_output, body);
   state->codec = &codec;
   state->meta = {make_response_id("cmpl-"), unix_time_now(), resolve_model_name(ctx, request.common.model)};
   // Tokenise and check every prompt before anything reaches the engine.

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -23,6 +24,9 @@ struct EndpointContext {
   ServerMetrics& metrics;
   const ServerConfig& config;
   const std::atomic<bool>& stopping;  // set when the server shuts down
+  // Per request (the HTTP layer fills it in a copy): true once the client closed its connection,
+  // so a non-streamed request stops waiting and frees its pages. Unset: never.
+  std::function<bool()> client_gone = nullptr;
 };
 
 // A streamed response body (server-sent events). The HTTP layer calls next() until it returns
@@ -64,10 +68,14 @@ EncodedChat encode_chat_request(const EndpointContext& ctx, const nlohmann::orde
 void submit_choices(GenerationSession& session, const std::vector<int32_t>& prompt, const SamplingOptions& sampling,
                     int n);
 // Waits for every choice of a non-streamed request, calling `consume` on each output; a 503 if
-// the server begins stopping first.
+// the server begins stopping first. A client that went away ends the wait with an error (the
+// session then aborts its sequences); nobody reads the reply.
 void collect_outputs(const EndpointContext& ctx, GenerationSession& session,
                      const std::function<void(ChoiceOutput&)>& consume);
 std::string reply_json(const nlohmann::json& value);
+// Puts the JSON schema of a structured-output constraint back in the client's key order (as
+// text, from the body parsed with order kept): properties are generated in declared order.
+void keep_schema_order(nlohmann::json& constraint, std::string_view body);
 // A stream chunk as an SSE event, with the usage field stream_options asks for (null, or the
 // running totals with continuous_usage_stats).
 std::string chunk_event(nlohmann::json chunk, const StreamOptions& options, const std::function<UsageCounts()>& usage);

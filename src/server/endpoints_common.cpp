@@ -78,10 +78,23 @@ void submit_choices(GenerationSession& session, const std::vector<int32_t>& prom
   }
 }
 
+void keep_schema_order(nlohmann::json& constraint, std::string_view body) {
+  if (constraint.is_null()) return;
+  const nlohmann::ordered_json ordered = parse_ordered_json_body(body);
+  if (constraint.value("type", "") == "json_schema" && constraint.contains("json_schema") &&
+      constraint["json_schema"].contains("schema")) {
+    constraint["json_schema"]["schema"] = ordered.at("response_format").at("json_schema").at("schema").dump();
+  } else if (constraint.contains("structured_outputs") && constraint["structured_outputs"].contains("json")) {
+    constraint["structured_outputs"]["json"] = ordered.at("structured_outputs").at("json").dump();
+  }
+}
+
 void collect_outputs(const EndpointContext& ctx, GenerationSession& session,
                      const std::function<void(ChoiceOutput&)>& consume) {
   while (!session.all_finished()) {
     if (ctx.stopping.load()) throw ApiError(503, "The server is shutting down.", "", "shutting_down");
+    if (ctx.client_gone && ctx.client_gone())
+      throw ApiError(499, "The client closed the connection before the response was ready.", "", "client_closed");
     for (auto& item : session.wait(std::chrono::milliseconds(100))) consume(item);
   }
 }

@@ -6,6 +6,7 @@
 #include "encoding/chat_encoder.h"
 #include "encoding/chat_json.h"
 #include "encoding/output_parser.h"
+#include "encoding/special_tokens.h"
 #include "server/openai_response.h"
 #include "tokenizer/incremental_detokenizer.h"
 
@@ -101,14 +102,10 @@ GenerationOutput to_output(engine::CompletionOutput& completion, const engine::R
   return out;
 }
 
-}  // namespace
-
-std::shared_ptr<const engine::Detokenizer> make_detokenizer(std::shared_ptr<const tokenizer::Tokenizer> tokenizer) {
-  return std::make_shared<StreamingDetokenizer>(std::move(tokenizer));
-}
-
-engine::StructuredOutputArgs to_structured_output_args(const nlohmann::json& c) {
+// The constraint itself; to_structured_output_args adds where it starts.
+engine::StructuredOutputArgs constraint_args(const nlohmann::json& c) {
   auto text = [](const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
+  if (c.contains("tool_calls")) return {"tool_calls", text(c["tool_calls"])};  // a spec text (key order kept)
   if (c.contains("type")) {  // response_format
     if (c["type"] == "json_object") return {"json_object", ""};
     const auto& spec = c.value("json_schema", nlohmann::json::object());
@@ -127,6 +124,20 @@ engine::StructuredOutputArgs to_structured_output_args(const nlohmann::json& c) 
     if (so.value("json_object", false)) return {"json_object", ""};
   }
   throw_error("structured_outputs: expected one of json, regex, choice, grammar or json_object");
+}
+
+}  // namespace
+
+std::shared_ptr<const engine::Detokenizer> make_detokenizer(std::shared_ptr<const tokenizer::Tokenizer> tokenizer) {
+  return std::make_shared<StreamingDetokenizer>(std::move(tokenizer));
+}
+
+engine::StructuredOutputArgs to_structured_output_args(const nlohmann::json& c) {
+  engine::StructuredOutputArgs args = constraint_args(c);
+  if (c.contains("start_after")) args.start_after = c["start_after"].get<std::string>();
+  // vLLM's structured_outputs.disable_any_whitespace: compact JSON.
+  if (c.contains("structured_outputs")) args.disable_any_whitespace = c["structured_outputs"].value("disable_any_whitespace", false);
+  return args;
 }
 
 engine::SamplingParams to_engine_params(const SamplingOptions& o, int n) {
@@ -164,6 +175,12 @@ EngineBackend::EngineBackend(std::unique_ptr<engine::Engine> engine,
   info_.max_model_len = engine_->config().scheduler.max_model_len;
   info_.supports_structured_output = options_.structured_outputs;
   info_.structured_output_after_thinking = options_.structured_outputs && options_.structured_outputs_after_thinking;
+  if (options_.structured_outputs && options_.chat_format != encoding::ChatFormat::kDeepSeekV3) {
+    const encoding::DsmlTags& t = encoding::dsml_tags(options_.chat_format);
+    info_.tool_call_tags = {{"block_open", t.block_open},   {"block_close", t.block_close},
+                            {"invoke_open", t.invoke_open}, {"invoke_close", t.invoke_close},
+                            {"param_open", t.param_open},   {"param_close", t.param_close}};
+  }
   max_in_flight_ = engine_->config().scheduler.max_num_seqs + std::max(options_.max_queued_requests, 0);
   publish_stats();
   thread_ = std::thread([this] { loop(); });

@@ -40,8 +40,9 @@ std::shared_ptr<const engine::Detokenizer> make_detokenizer(std::shared_ptr<cons
 // The engine's sampling parameters for a validated OpenAI request.
 engine::SamplingParams to_engine_params(const SamplingOptions& options, int n);
 // The engine's constraint for a request's structured-output field (SamplingOptions::
-// structured_output: response_format, regex, grammar/ebnf or vLLM's structured_outputs); throws
-// deepinfer::Error for a shape it cannot map.
+// structured_output: response_format, regex, grammar/ebnf or vLLM's structured_outputs, or the
+// server's own {"tool_calls": spec} for forced tool calls; "start_after" gates it after that
+// text); throws deepinfer::Error for a shape it cannot map.
 engine::StructuredOutputArgs to_structured_output_args(const nlohmann::json& constraint);
 
 class EngineBackend : public GenerationBackend {

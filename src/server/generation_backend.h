@@ -138,9 +138,13 @@ struct ModelInfo {
   std::string model_path;
   int max_model_len = 0;
   bool supports_structured_output = false;
-  // Constraints can start after the reasoning (the end-of-thinking marker is one token); without
-  // it a constrained chat needs thinking off.
+  // Constraints can start after the reasoning (the backend gates them after the end-of-thinking
+  // text); without it a constrained chat needs thinking off.
   bool structured_output_after_thinking = false;
+  // The chat format's DSML tag spellings ({"block_open": ..., ...}, grammar/tool_calls.h), which
+  // forced tool calls (tool_choice "required" or a named function) are constrained to; null
+  // when the backend cannot force calls.
+  nlohmann::json tool_call_tags;
 };
 
 struct BackendStats {

@@ -2,9 +2,14 @@
 // heartbeats and client-gone detection.
 #include "server/http_server.h"
 
+#include <arpa/inet.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 
 #include <csignal>
+#include <filesystem>
 
 #include "common/logging.h"
 #include "server/api_error.h"
@@ -74,6 +79,72 @@ void send_stream(httplib::Response& res, std::shared_ptr<EventStream> stream, co
       });
 }
 
+// The port and numeric address of a socket's local (peer = false) or remote end.
+bool socket_end(int fd, bool peer, std::string& addr, int& port) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  auto* sa = reinterpret_cast<sockaddr*>(&ss);
+  if ((peer ? getpeername(fd, sa, &len) : getsockname(fd, sa, &len)) != 0) return false;
+  char text[INET6_ADDRSTRLEN] = {};
+  if (ss.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&ss);
+    port = ntohs(in->sin_port);
+    inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text));
+  } else if (ss.ss_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&ss);
+    port = ntohs(in6->sin6_port);
+    inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof(text));
+  } else {
+    return false;
+  }
+  addr = text;
+  return true;
+}
+
+// The descriptor of the connection `req` came on: httplib 0.11 does not expose it, so it is found
+// among the process's sockets by its two ends (the handler's thread holds it open meanwhile).
+int connection_fd(const httplib::Request& req) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    int fd = -1;
+    try {
+      fd = std::stoi(entry.path().filename().string());
+    } catch (const std::exception&) {
+      continue;
+    }
+    std::string addr;
+    int port = -1;
+    if (!socket_end(fd, false, addr, port) || port != req.local_port) continue;
+    if (socket_end(fd, true, addr, port) && port == req.remote_port && addr == req.remote_addr) return fd;
+  }
+  return -1;
+}
+
+// For a non-streamed request: whether its client has closed the connection (checked at most
+// every 100 ms). A peer's FIN shows as POLLRDHUP even with a pipelined request still unread.
+std::function<bool()> client_gone_probe(const httplib::Request& req) {
+  struct Probe {
+    const httplib::Request* req;
+    int fd = -2;  // -2: not looked up yet; -1: not found
+    std::chrono::steady_clock::time_point next_check = std::chrono::steady_clock::now() + kStreamPoll;
+  };
+  return [probe = std::make_shared<Probe>(Probe{&req})] {
+    const auto now = std::chrono::steady_clock::now();
+    if (now < probe->next_check) return false;
+    probe->next_check = now + kStreamPoll;
+    if (probe->fd == -2) probe->fd = connection_fd(*probe->req);
+    if (probe->fd < 0) return false;
+    pollfd p{probe->fd, POLLRDHUP, 0};
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+  };
+}
+
+EndpointContext with_client(const EndpointContext& ctx, const httplib::Request& req) {
+  EndpointContext c = ctx;
+  c.client_gone = client_gone_probe(req);
+  return c;
+}
+
 }  // namespace
 
 bool api_key_matches(const std::string& authorization, const std::string& api_key) {
@@ -96,7 +167,7 @@ HttpServer::HttpServer(ServerConfig config, GenerationBackend& backend)
       backend_(backend),
       metrics_(config_.served_model_names.empty() ? backend.model_info().model_path : config_.served_model_names[0]) {
   if (config_.served_model_names.empty()) config_.served_model_names.push_back(backend.model_info().model_path);
-  impl_ = std::make_unique<Impl>(EndpointContext{backend_, metrics_, config_, stopping_});
+  impl_ = std::make_unique<Impl>(EndpointContext{backend_, metrics_, config_, stopping_, nullptr});
   auto& http = impl_->http;
   const auto threads = static_cast<std::size_t>(std::max(config_.http_threads, 2));
   // httplib's API takes ownership of a raw TaskQueue pointer.
@@ -141,8 +212,10 @@ void HttpServer::install_routes() {
       }
     };
   };
-  http.Post("/v1/completions", route([&ctx](const auto& req) { return handle_completions(ctx, req.body); }));
-  http.Post("/v1/chat/completions", route([&ctx](const auto& req) { return handle_chat_completions(ctx, req.body); }));
+  http.Post("/v1/completions",
+            route([&ctx](const auto& req) { return handle_completions(with_client(ctx, req), req.body); }));
+  http.Post("/v1/chat/completions",
+            route([&ctx](const auto& req) { return handle_chat_completions(with_client(ctx, req), req.body); }));
   http.Post("/tokenize", route([&ctx](const auto& req) { return handle_tokenize(ctx, req.body); }));
   http.Post("/detokenize", route([&ctx](const auto& req) { return handle_detokenize(ctx, req.body); }));
   http.Get("/v1/models", route([&ctx](const auto&) { return handle_models(ctx); }));

@@ -52,6 +52,7 @@ struct ChatRequest {
   bool parse_tool_calls = false;  // tools given and tool_choice != "none"
   std::string tool_choice = "auto";  // "auto", "none", "required" or "function"
   std::string tool_choice_function;  // the function's name when tool_choice is "function"
+  bool parallel_tool_calls = true;   // with a forced call: one or more calls (false: exactly one)
   bool logprobs = false;
   int top_logprobs = 0;
 };

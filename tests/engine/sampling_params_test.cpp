@@ -67,7 +67,8 @@ TEST(SamplingParams, FromJsonReadsEveryField) {
     "logit_bias": {"17": -5.5}, "stop_token_ids": [1, 2], "stop": "END",
     "include_stop_str_in_output": true, "max_tokens": 64, "min_tokens": 3, "ignore_eos": true,
     "skip_special_tokens": false, "logprobs": 5, "seed": -1,
-    "so_args": {"schema_type": "json", "schema": {"type": "object"}}
+    "so_args": {"schema_type": "json", "schema": {"type": "object"}, "start_after": "</think>",
+                "disable_any_whitespace": true}
   })");
   const SamplingParams p = SamplingParams::from_json(j);
   EXPECT_EQ(p.n, 2);
@@ -81,6 +82,8 @@ TEST(SamplingParams, FromJsonReadsEveryField) {
   ASSERT_TRUE(p.so_args.has_value());
   EXPECT_EQ(p.so_args->schema_type, "json");
   EXPECT_EQ(nlohmann::json::parse(p.so_args->schema), nlohmann::json({{"type", "object"}}));
+  EXPECT_EQ(p.so_args->start_after, "</think>");
+  EXPECT_TRUE(p.so_args->disable_any_whitespace);
   EXPECT_NO_THROW(p.validate(100));
   const SamplingParams back = SamplingParams::from_json(p.to_json());
   EXPECT_EQ(back.to_json(), p.to_json());
@@ -96,6 +99,8 @@ TEST(SamplingParams, FromJsonRejectsUnknownFieldsAndWrongTypes) {
   EXPECT_NE(err(R"({"stop": [1]})").find("stop must be a string or a list of strings"), std::string::npos);
   EXPECT_NE(err(R"({"logit_bias": {"abc": 1}})").find("logit_bias key 'abc'"), std::string::npos);
   EXPECT_NE(err(R"({"so_args": {"schema_type": "regex", "pattern": "a"}})").find("so_args.pattern"), std::string::npos);
+  EXPECT_NE(err(R"({"so_args": {"schema_type": "regex", "schema": "a", "start_after": 1}})").find("start_after"),
+            std::string::npos);
   EXPECT_NE(err(R"({"n": 99999999999})").find("outside the int32 range"), std::string::npos);
   EXPECT_NE(err(R"([1, 2])").find("expected a JSON object"), std::string::npos);
   EXPECT_NO_THROW(SamplingParams::from_json(nlohmann::json::parse(R"({"max_tokens": null})")));

@@ -30,6 +30,16 @@ TEST(GrammarConstraintFactory, BuildsConstraintsFromSoArgsAndRejectsBadOnes) {
   EXPECT_THROW(factory.create(engine::StructuredOutputArgs{"json", R"({"type":"object","if":{}})"}), Error);
   EXPECT_THROW(factory.create(engine::StructuredOutputArgs{"xml", "x"}), Error);
   EXPECT_THROW(factory.create(engine::StructuredOutputArgs{"regex", "(a"}), Error);
+  // disable_any_whitespace: compact JSON, a separate compile of the same schema.
+  const std::string schema = R"({"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]})";
+  auto loose = factory.create(engine::StructuredOutputArgs{"json", schema});
+  auto compact = factory.create(engine::StructuredOutputArgs{"json", schema, "", true});
+  ASSERT_TRUE(loose->accept_token('{') && compact->accept_token('{'));
+  loose->fill_next_token_bitmask(mask);
+  EXPECT_TRUE(bit(mask, ' '));
+  compact->fill_next_token_bitmask(mask);
+  EXPECT_FALSE(bit(mask, ' '));
+  EXPECT_TRUE(bit(mask, '"'));
 }
 
 std::int32_t token_id(const Vocabulary& vocab, std::string_view bytes) {

@@ -20,7 +20,7 @@ struct Harness {
   explicit Harness(FakeBackendOptions options = {}) : backend(options), metrics("fake") {
     config.served_model_names = {"fake", "alias"};
   }
-  EndpointContext ctx() { return {backend, metrics, config, stopping}; }
+  EndpointContext ctx() { return {backend, metrics, config, stopping, nullptr}; }
 
   FakeBackend backend;
   ServerMetrics metrics;
@@ -216,6 +216,84 @@ TEST(Endpoints, ConstrainedChatNeedsThinkingOffUnlessConstraintsCanFollowReasoni
   const auto reply = handle_chat_completions(h.ctx(), body + R"("chat_template_kwargs":{"thinking":false}})");
   EXPECT_EQ(reply.status, 200);
   EXPECT_EQ(h.backend.submitted().back().sampling.structured_output, json({{"regex", "[a-z]+"}}));
+}
+
+TEST(Endpoints, ThinkingModeConstraintStartsAfterTheReasoning) {
+  FakeBackendOptions options;
+  options.supports_structured_output = true;
+  options.structured_output_after_thinking = true;
+  Harness h(options);
+  const std::string body = R"({"messages":[{"role":"user","content":"q"}],"max_tokens":2,"regex":"[a-z]+",)";
+  EXPECT_EQ(handle_chat_completions(h.ctx(), body + R"("chat_template_kwargs":{"thinking":true}})").status, 200);
+  EXPECT_EQ(h.backend.submitted().back().sampling.structured_output,
+            json({{"regex", "[a-z]+"}, {"start_after", "</think>"}}));
+  EXPECT_EQ(handle_chat_completions(h.ctx(), body + R"("chat_template_kwargs":{"thinking":false}})").status, 200);
+  EXPECT_EQ(h.backend.submitted().back().sampling.structured_output, json({{"regex", "[a-z]+"}}));
+}
+
+TEST(Endpoints, JsonSchemasKeepTheClientsPropertyOrder) {
+  FakeBackendOptions options;
+  options.supports_structured_output = true;
+  Harness h(options);
+  ASSERT_EQ(handle_completions(h.ctx(), R"({"prompt":"a","max_tokens":2,"response_format":{"type":"json_schema",
+      "json_schema":{"name":"n","schema":{"type":"object","properties":{"z":{"type":"integer"},"a":{}}}}}})").status,
+            200);
+  EXPECT_EQ(h.backend.submitted().back().sampling.structured_output["json_schema"]["schema"],
+            R"({"type":"object","properties":{"z":{"type":"integer"},"a":{}}})");
+  ASSERT_EQ(handle_chat_completions(h.ctx(), R"({"messages":[{"role":"user","content":"q"}],"max_tokens":2,
+      "structured_outputs":{"json":{"properties":{"z":{},"a":{}}}}})").status, 200);
+  EXPECT_EQ(h.backend.submitted().back().sampling.structured_output["structured_outputs"]["json"],
+            R"({"properties":{"z":{},"a":{}}})");
+}
+
+TEST(Endpoints, ForcedToolCallsBecomeAToolCallConstraint) {
+  FakeBackendOptions options;
+  options.supports_structured_output = true;
+  options.forced_tool_calls = true;
+  Harness h(options);
+  const std::string head = R"({"messages":[{"role":"user","content":"q"}],"max_tokens":2,
+      "chat_template_kwargs":{"thinking":false},"tools":[{"type":"function","function":{"name":"f",
+      "parameters":{"type":"object","properties":{"b":{"type":"integer"},"a":{"type":"string"}}}}},
+      {"type":"function","function":{"name":"g"}}],)";
+  ASSERT_EQ(handle_chat_completions(h.ctx(), head + R"("tool_choice":"required"})").status, 200);
+  auto constraint = h.backend.submitted().back().sampling.structured_output;
+  ASSERT_TRUE(constraint.contains("tool_calls"));
+  // A spec text, so the tools' key order (their parameters' order) survives.
+  const std::string spec_text = constraint["tool_calls"].get<std::string>();
+  EXPECT_LT(spec_text.find("\"b\""), spec_text.find("\"a\""));
+  auto spec = json::parse(spec_text);
+  EXPECT_EQ(spec["tags"]["block_open"], "<calls>");
+  EXPECT_EQ(spec["tools"].size(), 2u);
+  EXPECT_EQ(spec["parallel"], true);
+  EXPECT_FALSE(spec.contains("function"));
+  ASSERT_EQ(handle_chat_completions(h.ctx(), head + R"("tool_choice":{"type":"function","function":{"name":"g"}},
+      "parallel_tool_calls":false})").status, 200);
+  spec = json::parse(h.backend.submitted().back().sampling.structured_output["tool_calls"].get<std::string>());
+  EXPECT_EQ(spec["function"], "g");
+  EXPECT_EQ(spec["parallel"], false);
+  auto e = error_of([&] { handle_chat_completions(h.ctx(), head + R"("tool_choice":"required","regex":"a"})"); });
+  EXPECT_EQ(e.param(), "tool_choice");
+  // Thinking on: the calls come after the reasoning only where constraints can follow it.
+  e = error_of([&] {
+    handle_chat_completions(h.ctx(), R"({"messages":[{"role":"user","content":"q"}],"tool_choice":"required",
+        "chat_template_kwargs":{"thinking":true},"tools":[{"type":"function","function":{"name":"f"}}]})");
+  });
+  EXPECT_EQ(e.param(), "response_format");
+}
+
+TEST(Endpoints, WholeRequestOfAClientThatWentAwayIsAborted) {
+  Harness h;
+  h.backend.set_paused(true);
+  std::atomic<int> polls{0};
+  EndpointContext ctx = h.ctx();
+  ctx.client_gone = [&polls] { return ++polls > 3; };
+  auto e = error_of([&] { handle_completions(ctx, R"({"prompt":["a","b"],"max_tokens":50})"); });
+  EXPECT_EQ(e.status(), 499);
+  EXPECT_EQ(h.backend.aborted_ids().size(), 2u);
+  h.backend.set_paused(false);
+  for (int i = 0; i < 1000 && h.backend.num_unfinished() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  EXPECT_EQ(h.backend.num_unfinished(), 0);
+  EXPECT_NE(h.metrics.render({}).find("finished_reason=\"abort\"} 2"), std::string::npos);
 }
 
 TEST(Endpoints, CancelledStreamAbortsItsRequests) {

@@ -94,6 +94,8 @@ FakeBackend::FakeBackend(FakeBackendOptions options) : options_(std::move(option
   info_.model_path = "fake-model";
   info_.max_model_len = options_.max_model_len;
   info_.supports_structured_output = options_.supports_structured_output;
+  info_.structured_output_after_thinking = options_.structured_output_after_thinking;
+  if (options_.forced_tool_calls) info_.tool_call_tags = {{"block_open", "<calls>"}, {"block_close", "</calls>"}};
   thread_ = std::thread([this] { loop(); });
 }
 

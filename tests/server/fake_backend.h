@@ -33,6 +33,8 @@ struct FakeBackendOptions {
   std::string script;                  // when set, every completion emits exactly this text, then EOS
   std::chrono::microseconds step_interval{200};
   bool supports_structured_output = false;
+  bool structured_output_after_thinking = false;
+  bool forced_tool_calls = false;  // reports DSML tags (ModelInfo::tool_call_tags)
 };
 
 class FakeBackend : public GenerationBackend {
