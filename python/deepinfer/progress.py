@@ -14,6 +14,7 @@ class _StderrBar:
         self.n = 0
         self.start = time.monotonic()
         self.last_draw = 0.0
+        self.drawn_n = -1
         self._draw()
 
     def update(self, count: int) -> None:
@@ -23,7 +24,7 @@ class _StderrBar:
             self._draw()
 
     def _draw(self) -> None:
-        self.last_draw = time.monotonic()
+        self.last_draw, self.drawn_n = time.monotonic(), self.n
         filled = self.width * self.n // self.total if self.total else self.width
         rate = self.n / max(self.last_draw - self.start, 1e-9)
         bar = "=" * filled + " " * (self.width - filled)
@@ -31,7 +32,8 @@ class _StderrBar:
         sys.stderr.flush()
 
     def close(self) -> None:
-        self._draw()
+        if self.drawn_n != self.n:
+            self._draw()
         sys.stderr.write("\n")
         sys.stderr.flush()
 
