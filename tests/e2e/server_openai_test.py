@@ -3,9 +3,10 @@
 and curl, against the server on the bundled tiny model with the real DeepSeek tokenizer.
 
 Covers completions and chat (whole and streamed), reasoning_content, logprobs, stop strings,
-structured outputs and tool calls (DSML forced by a regex, parsed into tool_calls), tokenize/detokenize,
-metrics, OpenAI error bodies and statuses (400/401/404/413/503), a client
-that hangs up mid-stream, and a load test: 64 concurrent seeded streaming clients each get exactly
+structured outputs (also after the reasoning in thinking mode) and tool calls (DSML forced by a regex,
+and by tool_choice "required" / a named function over many seeds, arguments validated against the
+tools' schemas), tokenize/detokenize, metrics, OpenAI error bodies and statuses (400/401/404/413/503),
+clients that hang up mid-stream or while waiting for a whole response, and a load test: 64 concurrent seeded streaming clients each get exactly
 the tokens they get alone, nothing is lost or duplicated, and memory returns to its baseline.
 
   python3 tests/e2e/server_openai_test.py --deepinfer build/release/src/cli/deepinfer \\
@@ -18,6 +19,7 @@ import argparse
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -40,9 +42,9 @@ class Server:
 
     def __init__(self, *extra_args, api_key=None):
         self.api_key = api_key
+        defaults = [] if "--max-model-len" in extra_args else ["--max-model-len", "512"]
         cmd = [ARGS.deepinfer, "serve", "--model", ARGS.model_dir, "--host", "127.0.0.1", "--port", "0",
-               "--served-model-name", "tiny", "--max-model-len", "512", "--max-request-body-bytes", "65536",
-               *extra_args]
+               "--served-model-name", "tiny", "--max-request-body-bytes", "65536", *defaults, *extra_args]
         if api_key:
             cmd += ["--api-key", api_key]
         # Two malloc arenas: RSS then reflects live memory rather than how many of the HTTP threads
@@ -325,12 +327,141 @@ class StructuredOutputTest(unittest.TestCase):
         self.assertEqual((name, len(ids)), ("get_weather", 1))
         self.assertEqual(json.loads(arguments), json.loads(call.function.arguments))
 
-    def test_constraint_with_thinking_on_is_refused(self):
+    def test_constraint_in_thinking_mode_starts_after_the_reasoning(self):
+        # "</think>" is several tokens of this tokenizer; a strong bias on them makes the random
+        # model write it soon (any order of the pieces), after which the regex holds.
+        bias = {str(t): 100 for t in think_end_ids(self.server)}
+        for seed in range(8):
+            r = self.client.chat.completions.create(
+                model="tiny", messages=USER, max_tokens=200, seed=seed, logit_bias=bias,
+                extra_body={"chat_template_kwargs": {"thinking": True}, "regex": "[0-9]{2,4}"})
+            message = r.choices[0].message
+            self.assertEqual(r.choices[0].finish_reason, "stop", message)
+            self.assertRegex(message.content, r"^[0-9]{2,4}$")
+            self.assertNotIn("</think>", message.model_extra["reasoning_content"])
+
+
+def run_concurrently(fn, args):
+    """fn(a) for every a, each in its own thread: (results in order, error strings)."""
+    results, errors = [None] * len(args), []
+
+    def run(i):
+        try:
+            results[i] = fn(args[i])
+        except Exception as e:  # surfaced by the caller with the argument
+            errors.append(f"{args[i]}: {e!r} cause {e.__cause__!r}")
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(args))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=600)
+    return results, errors
+
+
+def think_end_ids(server):
+    r = requests.post(server.url + "/tokenize", headers=server.headers(), timeout=30,
+                      json={"prompt": "</think>", "add_special_tokens": False})
+    return r.json()["tokens"]
+
+
+TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "description": "Weather forecast", "parameters": {
+        "type": "object", "properties": {
+            "city": {"type": "string", "enum": ["Paris", "Rome", "New York"]},
+            "days": {"type": "integer", "minimum": 1, "maximum": 7},
+            "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+        "required": ["city", "days"]}}},
+    {"type": "function", "function": {"name": "lookup", "parameters": {
+        "type": "object", "properties": {
+            "code": {"type": "string", "pattern": "^[A-Z]{3}$"},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 20},
+            "filters": {"type": "array", "items": {"$ref": "#/$defs/filter"}, "maxItems": 2}},
+        "required": ["code"],
+        "$defs": {"filter": {"type": "object", "properties": {"on": {"type": "boolean"}}, "required": ["on"],
+                             "additionalProperties": False}}}}},
+    {"type": "function", "function": {"name": "now", "parameters": {"type": "object", "properties": {}}}},
+]
+
+
+class ToolChoiceTest(unittest.TestCase):
+    """tool_choice "required" and a named function: the output is constrained to DSML calls of
+    the request's tools whose arguments match their schemas, parsed into tool_calls."""
+
+    SEEDS = 16
+
+    @classmethod
+    def setUpClass(cls):
+        # The tools' section makes the prompt ~600 tokens.
+        cls.server = Server("--max-num-seqs", "16", "--max-model-len", "2048")
+        cls.client = cls.server.client()
+        try:
+            import jsonschema
+            cls.validators = {t["function"]["name"]: jsonschema.Draft202012Validator(t["function"]["parameters"])
+                              for t in TOOLS}
+        except ImportError:
+            cls.validators = None
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.close()
+
+    def check_calls(self, calls, names):
+        self.assertTrue(calls, "no tool calls")
+        for call in calls:
+            self.assertIn(call.function.name, names)
+            arguments = json.loads(call.function.arguments)
+            if self.validators:
+                self.validators[call.function.name].validate(arguments)
+
+    def parallel(self, fn, seeds):
+        results, errors = run_concurrently(fn, seeds)
+        self.assertEqual(errors, [])
+        return results
+
+    def chat(self, seed, tool_choice, thinking=False, extra=None, **kwargs):
+        return self.client.chat.completions.create(
+            model="tiny", messages=[{"role": "user", "content": "Weather in Paris for 3 days?"}], tools=TOOLS,
+            tool_choice=tool_choice, max_tokens=600, seed=seed, temperature=1.0,
+            extra_body={"chat_template_kwargs": {"thinking": thinking}, **(extra or {})}, **kwargs)
+
+    def test_required_gives_valid_calls_for_every_seed(self):
+        names = {t["function"]["name"] for t in TOOLS}
+        for r in self.parallel(lambda s: self.chat(s, "required"), list(range(self.SEEDS))):
+            choice = r.choices[0]
+            self.assertEqual(choice.finish_reason, "tool_calls", choice.message)
+            self.check_calls(choice.message.tool_calls, names)
+
+    def test_named_function_is_the_only_call(self):
+        named = {"type": "function", "function": {"name": "lookup"}}
+        for r in self.parallel(lambda s: self.chat(s, named, parallel_tool_calls=False), list(range(8))):
+            calls = r.choices[0].message.tool_calls
+            self.check_calls(calls, {"lookup"})
+            self.assertEqual(len(calls), 1)
+
+    def test_streamed_calls_equal_the_whole_ones(self):
+        for seed in range(4):
+            whole = self.chat(seed, "required").choices[0].message.tool_calls
+            calls = {}
+            for chunk in self.chat(seed, "required", stream=True):
+                for tc in (chunk.choices[0].delta.tool_calls or []) if chunk.choices else []:
+                    entry = calls.setdefault(tc.index, {"name": None, "arguments": ""})
+                    if tc.function.name:
+                        entry["name"] = tc.function.name
+                    entry["arguments"] += tc.function.arguments or ""
+            self.assertEqual([(c["name"], json.loads(c["arguments"])) for _, c in sorted(calls.items())],
+                             [(c.function.name, json.loads(c.function.arguments)) for c in whole])
+
+    def test_required_after_thinking(self):
+        bias = {str(t): 100 for t in think_end_ids(self.server)}
+        for r in self.parallel(lambda s: self.chat(s, "required", thinking=True, logit_bias=bias), list(range(4))):
+            self.assertEqual(r.choices[0].finish_reason, "tool_calls")
+            self.check_calls(r.choices[0].message.tool_calls, {t["function"]["name"] for t in TOOLS})
+
+    def test_forced_call_with_another_constraint_is_400(self):
         with self.assertRaises(openai.BadRequestError) as ctx:
-            self.client.chat.completions.create(model="tiny", messages=USER, max_tokens=5,
-                                                response_format={"type": "json_object"},
-                                                extra_body={"chat_template_kwargs": {"thinking": True}})
-        self.assertEqual(ctx.exception.body["param"], "response_format")
+            self.chat(0, "required", extra={"regex": "a"})
+        self.assertEqual(ctx.exception.body["param"], "tool_choice")
 
 
 class CurlTest(unittest.TestCase):
@@ -414,20 +545,7 @@ class LoadTest(unittest.TestCase):
         return text, tokens
 
     def concurrent_round(self):
-        results = [None] * self.CLIENTS
-        errors = []
-
-        def run(i):
-            try:
-                results[i] = self.stream(i)
-            except Exception as e:  # surfaced below with the client's number
-                errors.append(f"client {i}: {e!r} cause {e.__cause__!r}")
-
-        threads = [threading.Thread(target=run, args=(i,)) for i in range(self.CLIENTS)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=600)
+        results, errors = run_concurrently(self.stream, list(range(self.CLIENTS)))
         self.assertEqual(errors, [])
         return results
 
@@ -457,6 +575,20 @@ class LoadTest(unittest.TestCase):
             lines = r.iter_lines()
             self.assertTrue(next(line for line in lines if line.startswith(b"data: ")))
         # The connection is closed: the server's next writes fail and it aborts the request.
+        self.assertTrue(self.server.wait_idle(), "the abandoned request kept running")
+        self.assertEqual(self.server.metric("deepinfer:request_success_total", finished_reason="abort"), aborted + 1)
+
+    def test_client_hanging_up_on_a_whole_response_aborts_its_request(self):
+        aborted = self.server.metric("deepinfer:request_success_total", finished_reason="abort")
+        body = json.dumps({"model": "tiny", "prompt": "Tell me a long story", "max_tokens": 400,
+                           "ignore_eos": True}).encode()
+        with socket.create_connection(("127.0.0.1", self.server.port), timeout=30) as s:
+            s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+            deadline = time.monotonic() + 30  # until the engine runs it
+            while self.server.metric("deepinfer:num_requests_running") == 0 and time.monotonic() < deadline:
+                time.sleep(0.02)
+        # Closed without reading: the server notices while it waits and aborts the request.
         self.assertTrue(self.server.wait_idle(), "the abandoned request kept running")
         self.assertEqual(self.server.metric("deepinfer:request_success_total", finished_reason="abort"), aborted + 1)
 
