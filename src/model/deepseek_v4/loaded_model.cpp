@@ -54,7 +54,7 @@ LoadedModel open_model(const std::filesystem::path& directory, std::optional<Num
     if (config.vision.present)
       log::info("{}: the vision tower's weights are ignored (text-only serving)", directory.string());
     m.model = v41::Model::load(*m.weights, config, backend, numerics, open_hasher(directory, config),
-                               v41::ReplayOptions::from_env());
+                               v41::ReplayOptions::from_env(config));
   } else {
     m.model = Model::load(*m.weights, config, backend, numerics);
   }

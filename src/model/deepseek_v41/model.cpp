@@ -104,11 +104,12 @@ void block_forward(ForwardContext& cx, const io::LayerSpec& spec, const LayerWei
 
 }  // namespace
 
-ReplayOptions ReplayOptions::from_env() {
+ReplayOptions ReplayOptions::from_env(const io::ModelConfig& config) {
   const env::Flags& f = env::flags();
   ReplayOptions r;
   r.compact = f.yoco_prefill_truncation_mode == "compact";
   r.keep_tokens = f.yoco_prefill_keep_tokens;
+  r.max_draft_tokens = config.draft.num_stages > 0 ? f.use_nextn_decode : 0;
   return r;
 }
 

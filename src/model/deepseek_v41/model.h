@@ -30,8 +30,9 @@ struct ReplayOptions {
   std::int64_t keep_tokens = 140;
   std::int64_t max_draft_tokens = 0;  // the kept tail must cover window + this
 
-  // DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE / _KEEP_TOKENS.
-  static ReplayOptions from_env();
+  // DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE / _KEEP_TOKENS; the longest draft is
+  // DEEPINFER_USE_NEXTN_DECODE when the checkpoint has draft stages (DSpark), else 0.
+  static ReplayOptions from_env(const io::ModelConfig& config);
 };
 
 class Model final : public SequenceModel {
