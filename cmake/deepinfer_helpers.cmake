@@ -71,9 +71,9 @@ endfunction()
 
 # Test executables compile as unity builds: their files share gtest, json and our headers, and
 # code generation of those inline functions is most of a test file's compile time, so one TU per
-# target instead of one per file halves test compile time (docs/CI.md). So file-local helpers in
-# one test target must have distinct names (anonymous namespaces are shared); NO_UNITY opts a
-# target out.
+# target instead of one per file cuts test compile time by more than half (docs/CI.md). So
+# file-local helpers in one test target need distinct names (the files share one anonymous
+# namespace); NO_UNITY opts a target out.
 option(DEEPINFER_UNITY_TESTS "Compile each test target as unity batches" ON)
 
 # deepinfer_add_test(NAME SOURCES a_test.cpp DEPS lib... [LABELS unit] [TIMEOUT s] [NO_UNITY])

@@ -19,6 +19,7 @@ case "$flavour" in
 esac
 # DEEPINFER_TEST_LABELS="unit;fuzz" builds only the tests of those labels (tools/test_all.sh uses
 # it for the sanitizer flavour); always passed, so an unset variable restores the full build.
-args+=("-DDEEPINFER_TEST_LABELS=${DEEPINFER_TEST_LABELS:-}")
+# DEEPINFER_FUZZ_SECONDS: how long ctest runs each fuzzer (default 20).
+args+=("-DDEEPINFER_TEST_LABELS=${DEEPINFER_TEST_LABELS:-}" "-DDEEPINFER_FUZZ_SECONDS=${DEEPINFER_FUZZ_SECONDS:-20}")
 cmake -S . -B "$dir" -G Ninja "${args[@]}" >/dev/null
 ninja -C "$dir" -j "$jobs" "$@"
