@@ -33,7 +33,9 @@ def main() -> None:
     llm = LLM(model=model_dir(args), max_model_len=1024)
 
     requests = {
-        "json": ("Describe a person as JSON: ", {"schema_type": "json", "schema": PERSON_SCHEMA}),
+        # disable_any_whitespace (vLLM's option): compact JSON, so a model cannot wander off into whitespace.
+        "json": ("Describe a person as JSON: ",
+                 {"schema_type": "json", "schema": PERSON_SCHEMA, "disable_any_whitespace": True}),
         "regex": ("An email address: ", {"schema_type": "regex", "schema": r"[a-z]{3,10}@example\.(com|org)"}),
         "choice": ("Is Paris in France? ", {"schema_type": "choice", "schema": ["yes", "no"]}),
         "ebnf": ("An arithmetic sum: ", {"schema_type": "ebnf", "schema": 'root ::= num (" + " num)*\nnum ::= [1-9][0-9]?'}),
@@ -42,8 +44,7 @@ def main() -> None:
     params = [SamplingParams(temperature=0.7, max_tokens=128, seed=1, so_args=so_args) for _, so_args in requests.values()]
     for kind, output in zip(requests, llm.generate(prompts, params, use_tqdm=False)):
         completion = output.outputs[0]
-        # A grammar that did not end within max_tokens (the random tiny model likes JSON whitespace)
-        # leaves a valid but unfinished prefix: shown abbreviated.
+        # A grammar that did not end within max_tokens leaves a valid but unfinished prefix: shown abbreviated.
         text = completion.text if completion.finish_reason == "stop" else repr(completion.text[:60]) + " ..."
         print(f"{kind:6} ({completion.finish_reason}): {text}")
         if kind == "json" and completion.finish_reason == "stop":

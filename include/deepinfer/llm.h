@@ -24,8 +24,8 @@ struct LLMOptions {
   std::int32_t max_num_seqs = 64;
   std::int32_t max_num_batched_tokens = 2048;
   std::int32_t max_model_len = 0;    // 0: min(max_position_embeddings, 8192)
-  std::int32_t num_pages = 0;        // 0: from cache_memory_bytes
-  std::int64_t cache_memory_bytes = std::int64_t{512} << 20;
+  std::int32_t num_pages = 0;        // 0: room for four sequences of max_model_len
+  std::int64_t cache_memory_bytes = std::int64_t{512} << 20;  // not used yet: pages are counted as above
   bool enable_prefix_caching = true;
   std::uint64_t seed = 0;            // seeds requests without seq_seed
   std::int32_t worker_threads = 0;

@@ -136,7 +136,7 @@ Prompt make_prompt(py::handle item, std::size_t index) {
     const json id = to_json(v, fmt::format("prompt {}", index));
     DI_CHECK(id.is_number_integer(), "prompt {}: token ids must be integers, got {}", index, id.dump());
     const auto x = id.get<std::int64_t>();
-    DI_CHECK(id.is_number_integer() && !id.is_number_unsigned() && x >= std::numeric_limits<std::int32_t>::min() &&
+    DI_CHECK(!id.is_number_unsigned() && x >= std::numeric_limits<std::int32_t>::min() &&
                  x <= std::numeric_limits<std::int32_t>::max(),
              "prompt {}: token id {} at index {} is outside the vocabulary", index, id.dump(), ids.size());
     ids.push_back(static_cast<std::int32_t>(x));

@@ -5,8 +5,9 @@ validates with an independent checker — jsonschema for JSON schemas, re.fullma
 EBNF, membership for choices — and most of them do end.
 
 JSON grammars allow any whitespace between tokens (as xgrammar's default), and a random model
-loves whitespace tokens; a logit_bias of -100 on the whitespace-only tokens lets the JSON close
-within the budget (and checks that bias and grammar masks compose).
+loves whitespace tokens: either so_args.disable_any_whitespace, or a logit_bias of -100 on the
+whitespace-only tokens (which checks that bias and grammar masks compose), lets the JSON close
+within the budget.
 """
 import json
 import os
@@ -53,6 +54,7 @@ def setUpModule():
     cases = {
         "json_dict": ({"schema_type": "json", "schema": PERSON}, 64, no_whitespace),
         "json_text": ({"schema_type": "json", "schema": json.dumps(NUMBERS)}, 48, no_whitespace),
+        "json_compact": ({"schema_type": "json", "schema": PERSON, "disable_any_whitespace": True}, 64, None),
         "regex": ({"schema_type": "regex", "schema": EMAIL}, 32, None),
         "choice": ({"schema_type": "choice", "schema": CHOICES}, 16, None),
         "ebnf": ({"schema_type": "ebnf", "schema": SUM_GRAMMAR}, 48, None),
@@ -82,6 +84,12 @@ class StructuredOutputs(unittest.TestCase):
 
     def test_json_schema_given_as_text(self):
         self.check("json_text", lambda text: jsonschema.validate(json.loads(text), NUMBERS))
+
+    def test_json_schema_without_whitespace(self):
+        def validate(text):
+            jsonschema.validate(json.loads(text), PERSON)
+            self.assertNotIn("\n", text)
+        self.check("json_compact", validate)
 
     def test_regex(self):
         self.check("regex", lambda text: self.assertIsNotNone(re.fullmatch(EMAIL, text), text))
