@@ -80,6 +80,11 @@ class CudaBackend final : public Backend {
   void hc_post(const Tensor& f, const Tensor& residual, const Tensor& post, const Tensor& comb,
                Tensor& out) override;
   void hc_head(const Tensor& x, const HcWeights& w, const HcOptions& options, Tensor& y) override;
+  void hc_mix(const Tensor& x, const HcWeights& w, const HcOptions& options, Tensor& pre, Tensor& post,
+              Tensor& comb) override;
+  void hc_collapse(const Tensor& x, const Tensor& pre, Tensor& y) override;
+  void engram_gate(const Tensor& x, const Tensor& key, const Tensor& value, const Tensor& omega, float eps,
+                   Tensor& out) override;
 
   void moe_route(const Tensor& logits, const Tensor* bias, const Tensor* tid2eid, const Tensor* token_ids,
                  const RouteOptions& options, Tensor& expert_ids, Tensor& weights) override;

@@ -177,13 +177,30 @@ struct HcArgs {
   float hc_eps = 0.0f;
   int iters = 0;
   int head = 0;
-  DevRows y;  // [T, D]
+  DevRows y;  // [T, D]; base null = no collapse (hc_mix)
   float* post = nullptr;
   float* comb = nullptr;
+  float* pre = nullptr;  // f32 [T, n] pre weights out, or null (hc_mix)
+};
+
+// Engram read-out gate (MODEL_SPEC B4.7): one block per (token, copy).
+struct EngramGateArgs {
+  DevRows x;      // [T, n * D]
+  DevRows key;    // [T, n * D]
+  DevRows value;  // [T, D]
+  const float* omega = nullptr;  // f32 [n, D]
+  int n = 0;
+  std::int64_t d = 0;
+  float eps = 0.0f;
+  DevRows out;  // [T, n * D], may alias x
 };
 
 void launch_compressor(const CompressorArgs& args, cudaStream_t stream);
 void launch_hc_mix(const HcArgs& args, cudaStream_t stream);
+// y[t, c] = Σ_i pre[t, i] · x[t, i·D + c] (f32, stream order).
+void launch_hc_collapse(const DevRows& x, const float* pre, int n, std::int64_t d, const DevRows& y,
+                        cudaStream_t stream);
+void launch_engram_gate(const EngramGateArgs& args, cudaStream_t stream);
 void launch_hc_post(const DevRows& f, const DevRows& residual, const float* post, const float* comb, int n,
                     std::int64_t d, const DevRows& out, cudaStream_t stream);
 

@@ -1,5 +1,5 @@
-// mHC mixing (stream RMS, mixing dot products, Sinkhorn, collapse, post-mix, head) and the KV
-// compressor's per-sequence group state. The compressor is sequential in tokens but independent
+// mHC mixing (stream RMS, mixing dot products, Sinkhorn, collapse, post-mix, head), V4.1's
+// Engram read-out gate and the KV compressor's per-sequence group state. The compressor is sequential in tokens but independent
 // per channel, so one thread owns one channel (and its overlap twin) across the whole chunk.
 #include "ops/cuda/device_formats.cuh"
 #include "ops/cuda/kernels.h"
@@ -43,7 +43,7 @@ __device__ void sinkhorn(float* comb, int n, int iters, float eps) {
 }
 
 // One block per token: mixes[m] = (fn[m] · x) · rsqrt(mean(x²) + eps); then pre (+ post, comb
-// with Sinkhorn unless head) and y = Σ_i pre_i x_i.
+// with Sinkhorn unless head) and y = Σ_i pre_i x_i (pre stored and y skipped for hc_mix).
 __global__ void __launch_bounds__(kHcThreads) hc_mix_kernel(HcArgs a) {
   __shared__ float mixes[kMaxMix];
   __shared__ float red[kHcThreads / 32][kMixChunk + 1];
@@ -95,6 +95,8 @@ __global__ void __launch_bounds__(kHcThreads) hc_mix_kernel(HcArgs a) {
     for (int m = 0; m < n_mix; ++m) mixes[m] *= inv;
     const int n = a.n;
     for (int i = 0; i < n; ++i) pre[i] = sigmoidf(mixes[i] * a.scale[0] + a.base[i]) + a.hc_eps;
+    if (a.pre != nullptr)
+      for (int i = 0; i < n; ++i) a.pre[t * n + i] = pre[i];
     if (!a.head) {
       for (int i = 0; i < n; ++i) a.post[t * n + i] = 2.0f * sigmoidf(mixes[n + i] * a.scale[1] + a.base[n + i]);
       for (int i = 0; i < n * n; ++i) comb_s[i] = mixes[2 * n + i] * a.scale[2] + a.base[2 * n + i];
@@ -103,6 +105,7 @@ __global__ void __launch_bounds__(kHcThreads) hc_mix_kernel(HcArgs a) {
     }
   }
   __syncthreads();
+  if (a.y.base == nullptr) return;  // hc_mix: the collapse happens one site later
   for (std::int64_t c = threadIdx.x; c < a.d; c += kHcThreads) {
     float v = 0.0f;
     for (int i = 0; i < a.n; ++i) v = fmaf(pre[i], load_elem(a.x, t, i * a.d + c), v);
@@ -123,6 +126,55 @@ __global__ void hc_post_kernel(DevRows f, DevRows residual, const float* post, c
     for (int j = 0; j < n; ++j) s = fmaf(comb[(t * n + j) * n + k], load_elem(residual, t, j * d + i), s);
     store_elem(out, t, k * d + i, post[t * n + k] * load_elem(f, t, i) + s);
   }
+}
+
+// y[t, c] = Σ_i pre[t, i] · x[t, i, c], accumulated in stream order like the CPU reference.
+__global__ void hc_collapse_kernel(DevRows x, const float* pre, int n, std::int64_t d, DevRows y) {
+  const std::int64_t total = x.rows * d;
+  for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t t = e / d;
+    const std::int64_t c = e % d;
+    float v = 0.0f;
+    for (int i = 0; i < n; ++i) v = fmaf(pre[t * n + i], load_elem(x, t, i * d + c), v);
+    store_elem(y, t, c, v);
+  }
+}
+
+// One block per (token, copy): the three row sums (x·ω·key, x², key²) in a fixed order, then
+// out = x + gate · value. Each thread rewrites only elements it read after the reductions'
+// barriers, so out may alias x.
+__global__ void __launch_bounds__(kHcThreads) engram_gate_kernel(EngramGateArgs a) {
+  __shared__ float red[kHcThreads / 32];
+  __shared__ float gate_s;
+  const std::int64_t t = blockIdx.x / a.n;
+  const int i = static_cast<int>(blockIdx.x % a.n);
+  const std::int64_t off = static_cast<std::int64_t>(i) * a.d;
+  const float* om = a.omega + off;
+  float dot = 0.0f, xx = 0.0f, kk = 0.0f;
+  for (std::int64_t c = threadIdx.x; c < a.d; c += kHcThreads) {
+    const float xv = load_elem(a.x, t, off + c);
+    const float kv = load_elem(a.key, t, off + c);
+    dot = fmaf(xv * om[c], kv, dot);
+    xx = fmaf(xv, xv, xx);
+    kk = fmaf(kv, kv, kk);
+  }
+  dot = block_sum(dot, red);
+  xx = block_sum(xx, red);
+  kk = block_sum(kk, red);
+  if (threadIdx.x == 0) {
+    const float fd = static_cast<float>(a.d);
+    const float rx = 1.0f / sqrtf(xx / fd + a.eps);
+    const float rk = 1.0f / sqrtf(kk / fd + a.eps);
+    const float s = dot * rx * rk * (1.0f / sqrtf(fd));
+    const float mag = sqrtf(fmaxf(fabsf(s), 1e-6f));
+    const float signed_mag = s > 0.0f ? mag : (s < 0.0f ? -mag : 0.0f);  // sign(0) = 0
+    gate_s = sigmoidf(signed_mag);
+  }
+  __syncthreads();
+  const float gate = gate_s;
+  for (std::int64_t c = threadIdx.x; c < a.d; c += kHcThreads)
+    store_elem(a.out, t, off + c, fmaf(gate, load_elem(a.value, t, c), load_elem(a.x, t, off + c)));
 }
 
 // Channel c (and c + d with overlap) across the chunk's tokens.
@@ -181,6 +233,20 @@ void launch_hc_post(const DevRows& f, const DevRows& residual, const float* post
   const std::int64_t blocks = (total + 255) / 256;
   hc_post_kernel<<<static_cast<unsigned>(blocks > 65536 ? 65536 : blocks), 256, 0, stream>>>(f, residual, post, comb,
                                                                                              n, d, out);
+}
+
+void launch_hc_collapse(const DevRows& x, const float* pre, int n, std::int64_t d, const DevRows& y,
+                        cudaStream_t stream) {
+  const std::int64_t total = x.rows * d;
+  if (total == 0) return;
+  const std::int64_t blocks = (total + 255) / 256;
+  hc_collapse_kernel<<<static_cast<unsigned>(blocks > 65536 ? 65536 : blocks), 256, 0, stream>>>(x, pre, n, d, y);
+}
+
+void launch_engram_gate(const EngramGateArgs& args, cudaStream_t stream) {
+  const std::int64_t blocks = args.x.rows * args.n;
+  if (blocks == 0) return;
+  engram_gate_kernel<<<static_cast<unsigned>(blocks), kHcThreads, 0, stream>>>(args);
 }
 
 void launch_compressor(const CompressorArgs& args, cudaStream_t stream) {
