@@ -66,8 +66,9 @@ std::optional<engine::StructuredOutputArgs> line_constraint(const std::string& k
     if (kinds.is_object()) kinds.erase("disable_any_whitespace");
     DI_CHECK(kinds.is_object() && kinds.size() == 1, "\"structured_outputs\" must be an object with one of json, "
              "regex, choice, grammar, json_object (and optionally disable_any_whitespace)");
-    const std::string kind = kinds.begin().key();
-    const nlohmann::ordered_json& value = kinds.begin().value();
+    const auto first = kinds.begin();  // an lvalue iterator: gcc 13's -Wdangling-reference flags value() on a temporary
+    const std::string kind = first.key();
+    const nlohmann::ordered_json& value = first.value();
     std::optional<engine::StructuredOutputArgs> args;
     if (kind == "json_object") args = engine::StructuredOutputArgs{"json_object", ""};
     else if (kind == "json") args = engine::StructuredOutputArgs{"json", schema_text(value)};
