@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "common/error.h"
+#include "model/deepseek_v4/model.h"
+#include "model/deepseek_v41/model.h"
 #include "model/weight_manifest.h"
 
 namespace deepinfer::model::v4 {
@@ -54,7 +56,9 @@ void parallel_chunks(std::int64_t bytes, const Fill& fill) {
 // Mean and RMS of a float tensor by its role (as make-tiny: norms near 1, embeddings O(1),
 // projections 1/sqrt(fan_in), small biases, moderate mixing parameters).
 std::pair<float, float> float_role(const ManifestEntry& e) {
-  if (ends_with(e.name, "norm.weight")) return {1.0f, 0.05f};
+  // Norm weights, and the Engram gate's per-copy RMSNorm weights (q_weight, k_weight).
+  if (ends_with(e.name, "norm.weight") || ends_with(e.name, "engram.q_weight") || ends_with(e.name, "engram.k_weight"))
+    return {1.0f, 0.05f};
   if (e.name == "embed.weight") return {0.0f, 1.0f};
   if (ends_with(e.name, "attn_sink")) return {0.0f, 0.5f};
   if (ends_with(e.name, "gate.bias")) return {0.0f, 0.01f};
@@ -86,7 +90,7 @@ class DummyWeights final : public WeightSource {
     const std::string key(name);
     if (auto s = scales_.find(key); s != scales_.end()) return scale_of(entries_.at(s->second));
     auto it = entries_.find(key);
-    DI_CHECK(it != entries_.end(), "{}: no tensor {} in the V4 weight manifest", describe(), name);
+    DI_CHECK(it != entries_.end(), "{}: no tensor {} in the weight manifest", describe(), name);
     const ManifestEntry& e = it->second;
     switch (e.format) {
       case WeightFormat::kFloat: return float_tensor(e);
@@ -193,8 +197,47 @@ class DummyWeights final : public WeightSource {
 
 }  // namespace
 
+namespace {
+
+// V4.1: the CSA2 source lists and Engram layers of the first `layers` layers. Sources are found by
+// looking back (nearest at or before a layer), so a prefix keeps every kept layer's sources; the
+// candidate source goes when it is cut (only later Reindex layers read its mask). Engram tables take
+// consecutive bucket primes in layer order, so the kept layers' row counts stay exact.
+void cut_v41_schedule(io::ModelConfig& c, int layers) {
+  const auto cut = [layers](int id) { return id >= layers; };
+  std::erase_if(c.kv_source_layer_ids, cut);
+  std::erase_if(c.index_source_layer_ids, cut);
+  if (cut(c.candidate_source_layer_id)) {
+    c.candidate_source_layer_id = -1;
+    c.candidate_topk_blocks = c.candidate_block_size = 0;
+  }
+  io::EngramConfig& e = c.engram;
+  const auto kept = static_cast<std::size_t>(std::find_if(e.layer_ids.begin(), e.layer_ids.end(), cut) - e.layer_ids.begin());
+  e.layer_ids.resize(kept);
+  e.num_embeddings.resize(kept);
+}
+
+// Every kept layer must keep the role it has in the full model (attention kind, KV / index source,
+// Full / Reuse / Reindex, candidate source, hash routing, Engram), or the cut model would not be a
+// prefix of the real one.
+void check_roles_kept(const io::ModelConfig& full, const io::ModelConfig& cut) {
+  for (int i = 0; i < cut.num_layers; ++i) {
+    const io::LayerSpec &a = full.layer(i), &b = cut.layer(i);
+    const auto role = [](const io::LayerSpec& s) {
+      return fmt::format("{} ratio {}, KV source {}, index source {}{}{}{}", io::csa2_role_name(s.role), s.compress_ratio,
+                         s.kv_source_layer, s.index_source_layer, s.candidate_source ? ", candidate source" : "",
+                         s.hash_routed ? ", hash-routed" : "", s.engram ? ", Engram" : "");
+    };
+    DI_CHECK(a == b, "dummy weights: cutting to {} layers changes layer {}: {} in the full model, {} after the cut",
+             cut.num_layers, i, role(a), role(b));
+  }
+}
+
+}  // namespace
+
 io::ModelConfig dummy_model_config(const io::ModelConfig& config, int layers) {
-  DI_CHECK(config.arch == io::ModelArch::kDeepseekV4, "dummy weights: model type {} is not DeepSeek-V4",
+  const bool v41 = config.arch == io::ModelArch::kDeepseekV41;
+  DI_CHECK(config.arch == io::ModelArch::kDeepseekV4 || v41, "dummy weights: model type {} is not DeepSeek-V4 or V4.1",
            io::model_arch_name(config.arch));
   DI_CHECK(layers <= config.num_layers, "dummy weights: {} layers requested, the config has {}", layers,
            config.num_layers);
@@ -203,15 +246,37 @@ io::ModelConfig dummy_model_config(const io::ModelConfig& config, int layers) {
     c.num_layers = layers;
     c.compress_ratios.resize(static_cast<std::size_t>(layers));
     c.num_hash_layers = std::min(c.num_hash_layers, layers);
+    if (v41) cut_v41_schedule(c, layers);
   }
   c.draft = io::DraftConfig{};
-  c.quant = io::QuantizationConfig{true, 128, 128, "ue8m0", io::ExpertFormat::kFp4};
+  // The release formats: FP8 E4M3 dense weights in V4's 128x128 / V4.1's 32x32 blocks, UE8M0 scales, FP4 experts.
+  const int block = v41 ? 32 : 128;
+  c.quant = io::QuantizationConfig{true, block, block, "ue8m0", io::ExpertFormat::kFp4};
   // Through the parser: re-derives the layer roles and validates the geometry.
-  return io::parse_model_config(io::model_config_to_json(c), "dummy model config");
+  io::ModelConfig out = io::parse_model_config(io::model_config_to_json(c), "dummy model config");
+  check_roles_kept(config, out);
+  return out;
 }
 
 std::unique_ptr<WeightSource> dummy_weights(const io::ModelConfig& config, std::uint64_t seed) {
   return std::make_unique<DummyWeights>(config, seed);
+}
+
+std::unique_ptr<SequenceModel> load_dummy_model(const io::ModelConfig& config, std::uint64_t seed, ops::Backend& backend,
+                                                NumericMode mode) {
+  const auto weights = dummy_weights(config, seed);
+  const Numerics numerics = Numerics::for_mode(mode, config);
+  if (config.arch != io::ModelArch::kDeepseekV41) return Model::load(*weights, config, backend, numerics);
+  std::shared_ptr<const engram::EngramHasher> hasher;
+  if (!config.engram.layer_ids.empty()) {
+    // No tokenizer: token t hashes as compressed id t mod the stated compressed vocabulary (every id
+    // of the map is used, as the real map's are), or as itself when the config states none.
+    const std::int64_t size = config.engram.compressed_vocab_size > 0 ? config.engram.compressed_vocab_size : config.vocab_size;
+    std::vector<std::int32_t> cmap(static_cast<std::size_t>(config.vocab_size));
+    for (std::size_t t = 0; t < cmap.size(); ++t) cmap[t] = static_cast<std::int32_t>(static_cast<std::int64_t>(t) % size);
+    hasher = std::make_shared<const engram::EngramHasher>(config, std::move(cmap), size);
+  }
+  return v41::Model::load(*weights, config, backend, numerics, std::move(hasher));
 }
 
 }  // namespace deepinfer::model::v4
