@@ -147,8 +147,9 @@ class DummyWeights final : public WeightSource {
 
   // Uniform values with the role's mean and RMS (uniform on ±sqrt(3)·rms), in the released dtype.
   Tensor float_tensor(const ManifestEntry& e) const {
-    const auto [mean, rms] = float_role(e);
-    const float half = std::sqrt(3.0f) * rms;
+    const auto role = float_role(e);  // no structured binding: clang 14 cannot capture one in the lambda below
+    const float mean = role.first;
+    const float half = std::sqrt(3.0f) * role.second;
     const bool f32 = e.dtype == DType::kF32;
     Tensor t = Tensor::empty(e.shape, f32 ? DType::kF32 : DType::kBF16);
     const std::int64_t elem = f32 ? 4 : 2;
