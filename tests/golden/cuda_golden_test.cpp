@@ -1,6 +1,7 @@
-// The whole V4 model on the CUDA backend against HF transformers (tests/golden/v4 fixtures) and against
-// the CPU backend: logits of prompt + greedy continuation (one prefill chunk, and one token at a time),
-// free-running greedy tokens, in exact and reference-qat mode. Skips where there is no GPU.
+// The whole V4 and V4.1 model on the CUDA backend against HF transformers (tests/golden/v4 and v41
+// fixtures) and against the CPU backend: logits of prompt + greedy continuation (one prefill chunk, and
+// one token at a time), free-running greedy tokens, in exact and reference-qat mode (V4.1: HF's
+// numerics, exact plus its QAT fake-quant where it applied it). Skips where there is no GPU.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -15,8 +16,10 @@
 
 #include "golden/golden_cases.h"
 #include "golden/op_check_backend.h"
+#include "golden/v41_case_model.h"
 #include "io/checkpoint.h"
 #include "model/deepseek_v4/model.h"
+#include "model/sequence_model.h"
 #include "ops/backend.h"
 #include "ops/cuda/cuda_backend.h"
 #include "support/gpu_test.h"
@@ -66,7 +69,8 @@ double now_ms() {
 }
 
 // Feeds `ids` in chunks of `chunk` tokens and returns every position's logits; *ms = mean per forward.
-std::vector<float> forward_all(Model& m, std::span<const std::int32_t> ids, std::size_t chunk, double* ms) {
+std::vector<float> forward_all(model::SequenceModel& m, std::span<const std::int32_t> ids, std::size_t chunk,
+                               double* ms) {
   ops::Backend& be = m.backend();
   const std::int64_t vocab = m.config().vocab_size;
   std::vector<float> out(ids.size() * static_cast<std::size_t>(vocab));
@@ -76,7 +80,7 @@ std::vector<float> forward_all(Model& m, std::span<const std::int32_t> ids, std:
   for (std::size_t p = 0; p < ids.size(); p += chunk, ++calls) {
     const std::size_t n = std::min(chunk, ids.size() - p);
     Tensor logits = be.empty(Shape{static_cast<std::int64_t>(n), vocab}, DType::kF32);
-    const Model::Chunk c{seq.get(), ids.subspan(p, n), static_cast<std::int32_t>(n)};
+    const model::SequenceModel::Chunk c{seq.get(), ids.subspan(p, n), static_cast<std::int32_t>(n)};
     m.forward({&c, 1}, logits);
     Tensor host = Tensor::empty(logits.shape(), DType::kF32);
     be.copy(logits, host);  // synchronises, so the time is the forward's
@@ -94,14 +98,15 @@ double top_gap(const float* row, std::int64_t n) {
 }
 
 // Greedy decode from the prompt, feeding back the model's own argmax.
-void greedy_decode(Model& m, const std::vector<std::int32_t>& prompt, std::size_t steps, ModelRun& run) {
+void greedy_decode(model::SequenceModel& m, const std::vector<std::int32_t>& prompt, std::size_t steps,
+                   ModelRun& run) {
   ops::Backend& be = m.backend();
   const std::int64_t vocab = m.config().vocab_size;
   auto seq = m.new_sequence();
   std::vector<std::int32_t> next = prompt;
   for (std::size_t s = 0; s < steps; ++s) {
     Tensor logits = be.empty(Shape{1, vocab}, DType::kF32);
-    const Model::Chunk c{seq.get(), next, 1};
+    const model::SequenceModel::Chunk c{seq.get(), next, 1};
     m.forward({&c, 1}, logits);
     Tensor host = Tensor::empty(logits.shape(), DType::kF32);
     be.copy(logits, host);
@@ -112,8 +117,8 @@ void greedy_decode(Model& m, const std::vector<std::int32_t>& prompt, std::size_
   }
 }
 
-ModelRun run_model(Model& m, const std::vector<std::int32_t>& ids, const std::vector<std::int32_t>& prompt,
-              std::size_t steps) {
+ModelRun run_model(model::SequenceModel& m, const std::vector<std::int32_t>& ids,
+                   const std::vector<std::int32_t>& prompt, std::size_t steps) {
   ModelRun run;
   double warm_ms = 0;
   forward_all(m, ids, ids.size(), &warm_ms);  // first call: workspace allocation, kernel loading
@@ -130,6 +135,7 @@ struct Fixture {
   std::vector<std::int32_t> prompt, hf_greedy, ids;
   NpyArray hf_full, hf_greedy_logits;
   std::int64_t vocab = 0;
+  nlohmann::json meta;
   std::map<std::string, ModelRun> runs;  // "cpu/exact", "cuda/reference-qat", ...
 };
 
@@ -137,7 +143,7 @@ struct Fixture {
 // fixture() and the CPU-only differential test).
 Fixture& fixture_inputs(const Case& c) {
   static std::map<std::string, std::unique_ptr<Fixture>> cache;
-  auto& slot = cache[c.name + "/" + c.checkpoint];
+  auto& slot = cache[c.arch + "/" + c.name + "/" + c.checkpoint];
   if (slot) return *slot;
   auto f = std::make_unique<Fixture>();
   f->checkpoint = std::make_unique<io::Checkpoint>(io::Checkpoint::open(case_dir(c) / c.checkpoint));
@@ -147,6 +153,7 @@ Fixture& fixture_inputs(const Case& c) {
   f->hf_greedy = std::move(ref.greedy);
   f->hf_full = std::move(ref.full);
   f->hf_greedy_logits = std::move(ref.greedy_logits);
+  f->meta = std::move(ref.meta);
   slot = std::move(f);
   return *slot;
 }
@@ -193,24 +200,28 @@ std::size_t check_greedy(const std::vector<std::int32_t>& got, const std::vector
   return same;
 }
 
+// The GPU run's logits (one chunk, and token by token) against HF's and the CPU run's: printed as
+// "MEASURED <label>: ..." with timings, each expected below `bound`.
+void expect_gpu_logits_match(const std::string& label, const Fixture& f, const ModelRun& gpu, const ModelRun& cpu,
+                             double bound) {
+  const double hf_prefill = rel_error(gpu.prefill, f.hf_full.data), hf_step = rel_error(gpu.stepped, f.hf_full.data);
+  const double cpu_prefill = rel_error(gpu.prefill, cpu.prefill), cpu_step = rel_error(gpu.stepped, cpu.stepped);
+  std::printf("MEASURED %s: vs HF prefill %.3g step %.3g | vs CPU prefill %.3g step %.3g | CPU vs HF %.3g | "
+              "prefill %zu tok: GPU %.2f ms CPU %.2f ms | per token: GPU %.3f ms CPU %.3f ms\n",
+              label.c_str(), hf_prefill, hf_step, cpu_prefill, cpu_step, rel_error(cpu.prefill, f.hf_full.data),
+              f.ids.size(), gpu.prefill_ms, cpu.prefill_ms, gpu.step_ms, cpu.step_ms);
+  EXPECT_LT(hf_prefill, bound);
+  EXPECT_LT(hf_step, bound);
+  EXPECT_LT(cpu_prefill, bound);
+  EXPECT_LT(cpu_step, bound);
+}
+
 class CudaGolden : public ::testing::TestWithParam<Case> {};
 
 TEST_P(CudaGolden, ExactLogitsMatchHfAndCpuInPrefillAndDecode) {
   DEEPINFER_REQUIRE_GPU();
   Fixture& f = fixture(GetParam());
-  const ModelRun& gpu = f.runs.at("cuda/exact");
-  const ModelRun& cpu = f.runs.at("cpu/exact");
-  const double hf_prefill = rel_error(gpu.prefill, f.hf_full.data), hf_step = rel_error(gpu.stepped, f.hf_full.data);
-  const double cpu_prefill = rel_error(gpu.prefill, cpu.prefill), cpu_step = rel_error(gpu.stepped, cpu.stepped);
-  std::printf("MEASURED %s exact: vs HF prefill %.3g step %.3g | vs CPU prefill %.3g step %.3g | CPU vs HF %.3g | "
-              "prefill %zu tok: GPU %.2f ms CPU %.2f ms | per token: GPU %.3f ms CPU %.3f ms\n",
-              GetParam().name.c_str(), hf_prefill, hf_step, cpu_prefill, cpu_step,
-              rel_error(cpu.prefill, f.hf_full.data), f.ids.size(), gpu.prefill_ms, cpu.prefill_ms, gpu.step_ms,
-              cpu.step_ms);
-  EXPECT_LT(hf_prefill, kExactBound);
-  EXPECT_LT(hf_step, kExactBound);
-  EXPECT_LT(cpu_prefill, kExactBound);
-  EXPECT_LT(cpu_step, kExactBound);
+  expect_gpu_logits_match(GetParam().name + " exact", f, f.runs.at("cuda/exact"), f.runs.at("cpu/exact"), kExactBound);
 }
 
 TEST_P(CudaGolden, ExactGreedyDecodeMatchesHfWhereMarginsAllow) {
@@ -355,6 +366,77 @@ TEST_P(CudaGolden, CpuModelOpsGiveTheSameResultsOnCopies) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaGolden, ::testing::ValuesIn(all_cases("v4")), case_test_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(CudaGolden);
+
+// V4.1 (tests/golden/v41) with HF's numerics (golden/v41_case_model.h). Bounds on max|Δ| / max|ref| vs HF
+// and vs the CPU backend: the plain cases (roles_plain, no_engram_nocand: exact numerics) kExactBound as
+// V4 (measured on the H200 with eval-logits: 7.7e-7 / 1.1e-6). roles_qat adds HF's fake-quant (FP8
+// window KV, FP4 compressed KV, FP4 indexer): there an FP4 rounding that fp32 summation order flips
+// moves the logits by ~1e-3 (tests/golden/README.md), so it gets v41_golden_test's kTolerance (1e-3),
+// which the CPU holds against HF's H200 run (1.8e-4, docs/MODEL_V41.md) although one of its roundings
+// differs from HF's. Not the V4 reference-qat band: the fixture was chosen so HF's own fp64 and fp32
+// paths agree within 1e-4 and keeps every index entry and candidate block, so no flip changes a choice
+// and a rounding flip stays one local step. The band is still printed (MEASURED ... band: distance from
+// the run without fake-quant, 0.91 on the CPU) in case 1e-3 proves too tight on the GPU; the V4 criterion
+// would then be |GPU band − CPU band| < kQatBand. Greedy tokens must equal HF's at every step (the CPU's
+// do). With a CPU backend in place of the GPU's all checks pass (CPU vs HF 7.9e-7 / 6.1e-7 / 1.8e-4).
+double v41_bound(const Fixture& f) { return hf_kv_fake_quant(f.meta) ? kTolerance : kExactBound; }
+
+// fixture_inputs plus the CPU and the GPU run with HF's numerics ("cpu/hf", "cuda/hf") and, for QAT
+// cases, the CPU run without the fake-quant ("cpu/no-fake-quant", the band's origin).
+Fixture& v41_fixture(const Case& c) {
+  Fixture& f = fixture_inputs(c);
+  if (!f.runs.empty()) return f;
+  for (ops::Backend* be : {&cpu_backend(), &cuda_backend()}) {
+    auto m = load_v41(*f.checkpoint, f.meta, *be);
+    f.vocab = m->config().vocab_size;
+    f.runs[be == &cpu_backend() ? "cpu/hf" : "cuda/hf"] = run_model(*m, f.ids, f.prompt, f.hf_greedy.size());
+  }
+  if (hf_kv_fake_quant(f.meta)) {
+    auto m = load_v41(*f.checkpoint, f.meta, cpu_backend(), /*fake_quant=*/false);
+    f.runs["cpu/no-fake-quant"] = run_model(*m, f.ids, f.prompt, f.hf_greedy.size());
+  }
+  return f;
+}
+
+class CudaGoldenV41 : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CudaGoldenV41, LogitsMatchHfAndCpuInPrefillAndTokenByToken) {
+  DEEPINFER_REQUIRE_GPU();
+  Fixture& f = v41_fixture(GetParam());
+  const ModelRun& gpu = f.runs.at("cuda/hf");
+  const ModelRun& cpu = f.runs.at("cpu/hf");
+  const bool qat = hf_kv_fake_quant(f.meta);
+  expect_gpu_logits_match("v41 " + GetParam().name + (qat ? " exact + HF fake-quant" : " exact"), f, gpu, cpu,
+                          v41_bound(f));
+  if (qat) {
+    const ModelRun& plain = f.runs.at("cpu/no-fake-quant");
+    std::printf("MEASURED v41 %s band (distance from the CPU run without fake-quant): GPU %.3g CPU %.3g (prefill), "
+                "GPU %.3g CPU %.3g (steps)\n",
+                GetParam().name.c_str(), rel_error(gpu.prefill, plain.prefill), rel_error(cpu.prefill, plain.prefill),
+                rel_error(gpu.stepped, plain.stepped), rel_error(cpu.stepped, plain.stepped));
+  }
+}
+
+TEST_P(CudaGoldenV41, GreedyDecodeReproducesHfTokensAndStepLogits) {
+  DEEPINFER_REQUIRE_GPU();
+  Fixture& f = v41_fixture(GetParam());
+  const ModelRun& gpu = f.runs.at("cuda/hf");
+  const double bound = v41_bound(f);
+  // check_greedy names the first differing step and the reference's margin there.
+  const std::size_t same = check_greedy(gpu.greedy, f.hf_greedy, f.hf_greedy_logits.data, f.vocab, bound);
+  // Step logits vs HF's over the steps where both decoded the same prefix.
+  const auto rows = static_cast<std::ptrdiff_t>(std::min(same, f.hf_greedy.size()) * static_cast<std::size_t>(f.vocab));
+  const double logits = rel_error(std::vector<float>(gpu.greedy_logits.begin(), gpu.greedy_logits.begin() + rows),
+                                  std::vector<float>(f.hf_greedy_logits.data.begin(),
+                                                     f.hf_greedy_logits.data.begin() + rows));
+  std::printf("MEASURED v41 %s greedy: %zu/%zu tokens identical to HF, step logits vs HF %.3g\n",
+              GetParam().name.c_str(), same, f.hf_greedy.size(), logits);
+  EXPECT_EQ(gpu.greedy, f.hf_greedy);
+  EXPECT_LT(logits, bound);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaGoldenV41, ::testing::ValuesIn(all_cases("v41")), case_test_name);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(CudaGoldenV41);
 
 }  // namespace
 }  // namespace deepinfer::golden

@@ -9,21 +9,12 @@
 #include <memory>
 
 #include "golden/golden_cases.h"
+#include "golden/v41_case_model.h"
 #include "model/deepseek_v41/model.h"
 #include "model/engram/engram_hash.h"
-#include "tokenizer/tokenizer.h"
 
 namespace deepinfer::golden {
 namespace {
-
-// The hasher of a checkpoint with Engram layers: the compressed map of the tokenizer saved beside it
-// (the DeepSeek tokenizer cut to the model's 512 ids, tests/golden/README.md).
-std::shared_ptr<const model::engram::EngramHasher> hasher_for(const io::ModelConfig& config,
-                                                              const std::filesystem::path& model_dir) {
-  if (config.engram.layer_ids.empty()) return nullptr;
-  const auto map = model::engram::build_compressed_token_map(tokenizer::Tokenizer::load(model_dir));
-  return std::make_shared<const model::engram::EngramHasher>(config, map);
-}
 
 class V41Golden : public ::testing::TestWithParam<Case> {};
 
@@ -60,23 +51,9 @@ TEST_P(V41Golden, EngramRowIdsEqualHfHashIds) {
 
 using model::v41::Model;
 
-// exact mode, plus HF's QAT fake-quant where the fixture says HF applied it.
-model::v4::Numerics hf_numerics(const io::ModelConfig& config, const nlohmann::json& meta) {
-  auto n = model::v4::Numerics::for_mode(model::v4::NumericMode::kExact, config);
-  if (meta.at("reference").at("hf_kv_fake_quant").get<bool>()) {
-    n.kv_quant_block = 32;
-    n.kv_quant_whole = true;
-    n.compressed_kv_fp4 = true;
-    n.indexer_fp4 = true;
-  }
-  return n;
-}
-
 LoadedCase<Model>& fixture(const Case& c) {
   return loaded_case<Model>(c, [](const io::Checkpoint& checkpoint, const Reference& ref) {
-    const io::ModelConfig& config = checkpoint.config();
-    return Model::load(*model::v4::checkpoint_weights(checkpoint), config, cpu_backend(), hf_numerics(config, ref.meta),
-                       hasher_for(config, checkpoint.directory()));
+    return load_v41(checkpoint, ref.meta, cpu_backend());
   });
 }
 
