@@ -64,8 +64,7 @@ std::unique_ptr<model::SequenceModel> load_dummy(const std::string& model, int l
   std::int64_t bytes = 0;
   for (const model::ManifestEntry& e : model::build_weight_manifest(config)) bytes += e.released_bytes();
   const auto start = std::chrono::steady_clock::now();
-  auto m = model::v4::Model::load(*model::v4::dummy_weights(config, seed), config, backend,
-                                  mode.value_or(model::v4::NumericMode::kReferenceQat));
+  auto m = model::v4::load_dummy_model(config, seed, backend, mode.value_or(model::v4::NumericMode::kReferenceQat));
   backend.synchronize();
   log::info("dummy weights: {} layers of {}, {:.2f} GB as released, made and loaded in {:.1f} s", config.num_layers,
             path.string(), static_cast<double>(bytes) / 1e9,
@@ -97,8 +96,8 @@ void register_eval_logits(CLI::App& app) {
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
   sub->add_option("--load-format", opts->load_format,
-                  "auto: the checkpoint in --model; dummy: random weights of its geometry (--model may then be a "
-                  "config.json), FP8 dense + FP4 experts as released, for benchmarks")
+                  "auto: the checkpoint in --model; dummy: random weights of its V4 / V4.1 geometry (--model may then "
+                  "be a config.json), FP8 dense + FP4 experts as released, for benchmarks")
       ->check(CLI::IsMember({"auto", "dummy"}))
       ->capture_default_str();
   sub->add_option("--num-layers", opts->num_layers, "dummy: keep the first N layers (0 = all)")
