@@ -135,5 +135,20 @@ TEST_F(EvalLogitsCli, DummyLoadFormatRunsAConfigsGeometryCutToNLayers) {
   for (const fs::path& p : {config, a, b, c}) fs::remove(p);
 }
 
+TEST_F(EvalLogitsCli, DummyLoadFormatRunsAV41Config) {
+  io::TinyModelOptions options;
+  options.arch = io::ModelArch::kDeepseekV41;
+  const io::ModelConfig tiny = io::tiny_model_config(options);
+  const fs::path config = scratch_path("dummy_v41_config.json"), out = scratch_path("dummy_v41.npy");
+  std::ofstream(config) << io::model_config_to_json(tiny);
+  const CliResult r = run_cli("eval-logits --load-format dummy --model " + config.string() + " --ids 1,2,3 --output " +
+                              out.string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  const golden::NpyArray logits = golden::read_npy_f32(out);
+  ASSERT_EQ(logits.shape, (std::vector<std::int64_t>{3, tiny.vocab_size}));
+  for (float x : logits.data) ASSERT_TRUE(std::isfinite(x));
+  for (const fs::path& p : {config, out}) fs::remove(p);
+}
+
 }  // namespace
 }  // namespace deepinfer::model::v4
