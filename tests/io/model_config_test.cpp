@@ -152,6 +152,9 @@ TEST_P(ConfigSpellings, ReleaseInferenceAndHfSpellingsGiveIdenticalConfigs) {
     EXPECT_EQ(inference.quant.expert_format, ExpertFormat::kFp4);
     inference.quant.expert_format = ExpertFormat::kUnspecified;
   }
+  // DeepSeek's inference/config.json does not state image_token_id (its code takes it from the tokenizer).
+  EXPECT_EQ(inference.vision.image_token_id, -1);
+  inference.vision.image_token_id = release.vision.image_token_id;
   EXPECT_EQ(release, inference);
   EXPECT_EQ(detect_config_spelling(load_json(model + ".hf.json").dump()), "hf-transformers");
   EXPECT_EQ(detect_config_spelling(load_json(model + ".inference.json").dump()), "deepseek-inference");
