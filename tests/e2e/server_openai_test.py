@@ -49,7 +49,10 @@ class Server:
             cmd += ["--api-key", api_key]
         # Two malloc arenas: RSS then reflects live memory rather than how many of the HTTP threads
         # happened to allocate, so the load test can compare it across rounds.
-        env = dict(os.environ, MALLOC_ARENA_MAX="2")
+        # A fixed mmap threshold keeps glibc from raising it after large frees (its default), which
+        # otherwise leaves freed 30-60 MB logits buffers resident at random rounds and makes RSS
+        # wander by 10% (measured 2026-11-29); with it RSS repeats to ~1.5% round after round.
+        env = dict(os.environ, MALLOC_ARENA_MAX="2", MALLOC_MMAP_THRESHOLD_="1048576")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
         self.log = []
         deadline = time.monotonic() + 180
@@ -554,9 +557,9 @@ class LoadTest(unittest.TestCase):
         solo = [self.stream(i) for i in range(self.CLIENTS)]
         rounds = []
         rss = []
-        # Three rounds: the first two also warm up (every HTTP thread gets used once, and its stack
-        # and malloc caches stay); the third must not grow the process past that baseline.
-        for _ in range(3):
+        # Six rounds: the first two warm up (every HTTP thread gets used once, and its stack and malloc
+        # caches stay); the next four must stay at that baseline — a leak grows every round.
+        for _ in range(6):
             rounds.append(self.concurrent_round())
             self.assertTrue(self.server.wait_idle(), f"engine not idle after round {len(rounds)}")
             rss.append(self.server.rss_kib())
@@ -565,7 +568,7 @@ class LoadTest(unittest.TestCase):
             for r, results in enumerate(rounds):
                 self.assertEqual(results[i], solo[i], f"client {i} differs from its solo run in round {r + 1}")
         print(f"server RSS after each round (KiB): {rss}")
-        self.assertLess(rss[2], rss[1] * 1.05 + 4096, "memory did not return to its baseline")
+        self.assertLess(max(rss[2:]), rss[1] * 1.03 + 8192, f"memory did not stay at its baseline: {rss}")
 
     def test_client_hanging_up_mid_stream_aborts_its_request(self):
         aborted = self.server.metric("deepinfer:request_success_total", finished_reason="abort")
