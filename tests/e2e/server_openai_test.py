@@ -600,10 +600,12 @@ class QueueFullTest(unittest.TestCase):
     """A server with one running slot and no queue answers 503 to the second request."""
 
     def test_second_request_gets_503_while_the_first_runs(self):
-        server = Server("--max-num-seqs", "1", "--max-queued-requests", "0")
+        # The held request must outlive the second one's round trip: 400 tokens took under a second on an
+        # idle machine and the test raced; 16,000 take tens of seconds and the server is closed after.
+        server = Server("--max-num-seqs", "1", "--max-queued-requests", "0", "--max-model-len", "16384")
         try:
             client = server.client()
-            body = {"model": "tiny", "prompt": "long", "max_tokens": 400, "stream": True, "ignore_eos": True}
+            body = {"model": "tiny", "prompt": "long", "max_tokens": 16000, "stream": True, "ignore_eos": True}
             with requests.post(server.url + "/v1/completions", json=body, stream=True, timeout=60) as held:
                 next(line for line in held.iter_lines() if line.startswith(b"data: "))
                 with self.assertRaises(openai.APIStatusError) as ctx:
