@@ -49,7 +49,7 @@ class Backend {
   virtual void embedding(const Tensor& ids, const Tensor& table, Tensor& out) = 0;
   // out[i, :] = src[rows[i], :]; rows: i32 [n].
   virtual void gather_rows(const Tensor& src, const Tensor& rows, Tensor& out) = 0;
-  // dst logical row rows[i] = src[i, :]; rows: i32 [n].
+  // dst logical row rows[i] = src[i, :]; rows: i32 [n]; -1 = row i is not written.
   virtual void scatter_rows(const Tensor& src, const RowView& dst, const Tensor& rows) = 0;
   // out = a + b (equal shapes).
   virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;

@@ -101,6 +101,13 @@ TEST(Rows, ScatterThroughAPageTableAndGatherBack) {
   backend().gather_rows(pool, test::i32_tensor(Shape{3}, {4, 1, 3}), back);
   test::expect_bits_equal(values(back), sv);
   EXPECT_THROW(backend().scatter_rows(src, view, test::i32_tensor(Shape{3}, {0, 3, 6})), Error);
+  // -1 writes nowhere: only source row 1 lands (logical 2 → page 0 row 0 = physical 0).
+  const std::vector<float> before = values(pool);
+  backend().scatter_rows(src, view, test::i32_tensor(Shape{3}, {-1, 2, -1}));
+  const auto after = values(pool);
+  for (int r = 0; r < 6; ++r)
+    for (int c = 0; c < 4; ++c)
+      EXPECT_EQ(after[r * 4 + c], r == 0 ? sv[4 + c] : before[r * 4 + c]) << "row " << r;
 }
 
 TEST(Argmax, LowestIndexWinsTies) {

@@ -112,6 +112,7 @@ void CpuBackend::scatter_rows(const Tensor& src, const RowView& dst, const Tenso
   const Rows s = as_rows(src, d.rows.width);
   DI_CHECK(s.rows == rows.numel(), "scatter_rows: {} source rows for {} destinations", s.rows, rows.numel());
   for (std::int64_t i = 0; i < s.rows; ++i) {
+    if (idx[i] == -1) continue;  // a row that writes nowhere (batch padding, no completed group)
     DI_CHECK(idx[i] >= 0 && idx[i] < d.num_rows, "scatter_rows: row {} out of range [0, {})", idx[i], d.num_rows);
     store_row(d.rows, d.physical(idx[i]), load_row(s, i, scratch(0, s.width)));
   }

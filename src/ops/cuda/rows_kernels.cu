@@ -55,6 +55,7 @@ __global__ void gather_kernel(DevRows src, const std::int32_t* rows, DevRows out
 __global__ void scatter_kernel(DevRows src, DevRowSource dst, const std::int32_t* rows, int* err) {
   const std::int64_t r = blockIdx.x;
   const std::int32_t d = rows[r];
+  if (d == -1) return;  // writes nowhere (batch padding, no completed group)
   if (d < 0 || d >= dst.num_rows) {
     if (threadIdx.x == 0) report_fault(err, DeviceFault::kScatterRow, d, dst.num_rows);
     return;
