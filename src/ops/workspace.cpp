@@ -68,6 +68,12 @@ void Workspace::release(const Mark& mark) {
   used_total_ = mark.used_total;
 }
 
+std::shared_ptr<const void> Workspace::retain() const {
+  auto held = std::make_shared<std::vector<Tensor>>();
+  for (const auto& block : blocks_) held->push_back(block.memory);  // tensors share their owners
+  return held;
+}
+
 std::size_t Workspace::capacity_bytes() const {
   std::size_t total = 0;
   for (const auto& block : blocks_) total += static_cast<std::size_t>(block.memory.numel());

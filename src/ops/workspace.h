@@ -1,9 +1,13 @@
 // Workspace: a bump arena of backend memory for one forward pass's temporaries. reset() makes
 // everything reusable; after a pass that needed more than one block, the next reset coalesces
-// them so steady-state passes allocate nothing (and device pointers stay stable for graphs).
+// them so steady-state passes allocate nothing. Graphs: the same sequence of alloc() calls after
+// a reset() gets the same addresses again (a bump arena), so a pass captured after a warm-up pass
+// of the same shapes keeps valid pointers for its replays; retain() keeps memory that a later
+// coalescing would free alive for a captured graph (Graph::keep_alive).
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 #include "ops/backend.h"
@@ -27,6 +31,10 @@ class Workspace {
   };
   Mark mark() const;
   void release(const Mark& mark);
+
+  // Owns every block allocated so far: they stay allocated (at the same addresses) while the
+  // returned pointer lives, even after reset() replaced them with one coalesced block.
+  std::shared_ptr<const void> retain() const;
 
   std::size_t capacity_bytes() const;
   std::size_t used_bytes() const { return used_total_; }

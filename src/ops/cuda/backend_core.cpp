@@ -90,7 +90,7 @@ CudaBackend::~CudaBackend() {
   cudaSetDevice(device_);
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
   expert_tables_.clear();
-  cudaFree(scratch_);
+  scratch_owner_.reset();
   cudaFree(cublas_workspace_);
   cudaFree(err_);
   if (lt_ != nullptr) cublasLtDestroy(lt_);
@@ -103,27 +103,34 @@ void CudaBackend::activate() const {
   if (current != device_) DI_CUDA_CHECK(cudaSetDevice(device_));
 }
 
-std::uint8_t* CudaBackend::scratch(std::size_t bytes) {
+std::uint8_t* CudaBackend::scratch(std::size_t bytes, const char* op) {
   if (bytes <= scratch_bytes_) return scratch_;
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  DI_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capture));
-  DI_CHECK(capture == cudaStreamCaptureStatusNone,
-           "CUDA backend: an op needs {} bytes of scratch (have {}) during graph capture; run it once before "
-           "capturing",
-           bytes, scratch_bytes_);
+  DI_CHECK(!capturing(),
+           "CUDA backend: {} needs {} bytes of scratch (have {}) during graph capture; run the same step once "
+           "before capturing (the warm-up sizes the scratch)",
+           op, bytes, scratch_bytes_);
   DI_CUDA_CHECK(cudaStreamSynchronize(stream_));  // earlier kernels may still use the old buffer
-  DI_CUDA_CHECK(cudaFree(scratch_));
-  scratch_ = nullptr;
   const std::size_t grown = std::max(bytes, scratch_bytes_ + scratch_bytes_ / 2);
+  scratch_owner_.reset();  // freed now unless a captured graph still replays it
+  scratch_ = nullptr;
+  scratch_bytes_ = 0;
   const cudaError_t status = cudaMalloc(reinterpret_cast<void**>(&scratch_), grown);
   if (status != cudaSuccess) {
     cudaGetLastError();
-    scratch_bytes_ = 0;
+    scratch_ = nullptr;
     std::size_t free_bytes = 0, total_bytes = 0;
     cudaMemGetInfo(&free_bytes, &total_bytes);
     throw_error("CUDA backend: cannot allocate {} bytes of scratch on device {} ({} of {} bytes free)", grown, device_,
                 free_bytes, total_bytes);
   }
+  const int index = device_;
+  scratch_owner_ = std::shared_ptr<const void>(scratch_, [index](const void* p) {
+    int previous = 0;
+    cudaGetDevice(&previous);
+    cudaSetDevice(index);
+    cudaFree(const_cast<void*>(p));
+    cudaSetDevice(previous);
+  });
   scratch_bytes_ = grown;
   return scratch_;
 }
@@ -138,6 +145,7 @@ void CudaBackend::check_faults() {
 
 void CudaBackend::synchronize() {
   activate();
+  check_not_capturing("synchronize");
   DI_CUDA_CHECK(cudaStreamSynchronize(stream_));
   check_faults();
 }
@@ -223,6 +231,8 @@ Tensor CudaBackend::empty(const Shape& shape, DType dtype) {
   activate();
   const std::size_t bytes = dtype_bytes(dtype, shape.numel());
   if (bytes == 0) return Tensor::view_of(nullptr, shape, dtype, nullptr, device());
+  DI_CHECK(!capturing(), "CUDA backend: empty() of a {} {} tensor during graph capture; allocate buffers (and warm "
+           "up every workspace) before begin_capture", dtype_name(dtype), shape);
   void* ptr = nullptr;
   const cudaError_t status = cudaMalloc(&ptr, bytes);
   if (status != cudaSuccess) {
@@ -250,6 +260,10 @@ void CudaBackend::copy(const Tensor& src, Tensor& dst) {
     DI_CHECK(t->device().is_cpu() || t->device() == device(), "copy: tensor on a device other than cuda:{}", device_);
   if (src.numel() == 0) return;
   activate();
+  const bool host_side = src.device().is_cpu() || dst.device().is_cpu();
+  if (host_side)
+    check_not_capturing("copy() between host and device memory (a graph cannot read host memory written later: "
+                        "stage inputs with ops::StagingBuffer)");
   if (src.is_contiguous() && dst.is_contiguous()) {
     DI_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), src.nbytes(), cudaMemcpyDefault, stream_));
     if (src.device().is_cpu() || dst.device().is_cpu()) synchronize();

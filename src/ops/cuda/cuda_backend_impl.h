@@ -9,11 +9,13 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <memory>
 #include <unordered_map>
 
 #include "ops/backend.h"
 #include "ops/cuda/cuda_backend.h"
 #include "ops/cuda/device_rows.h"
+#include "ops/graph.h"
 
 namespace deepinfer::ops::cuda {
 
@@ -31,7 +33,7 @@ class ScratchLayout {
   std::size_t total_ = 0;
 };
 
-class CudaBackend final : public Backend {
+class CudaBackend final : public Backend, public GraphBackend {
  public:
   explicit CudaBackend(const CudaBackendOptions& options);
   ~CudaBackend() override;
@@ -95,6 +97,16 @@ class CudaBackend final : public Backend {
   void argmax(const Tensor& logits, Tensor& out) override;
   void apply_token_mask(Tensor& logits, const Tensor& mask) override;
 
+  // ---- graphs and staging (GraphBackend, backend_graph.cpp) -----------------------------------
+  void begin_capture() override;
+  Graph end_capture() override;
+  void abort_capture() noexcept override;
+  bool capturing() const override;
+  std::unique_ptr<detail::HostUploader> make_uploader(std::size_t bytes, int slots) override;
+  // Throws deepinfer::Error naming `op` when the stream is being captured (for calls that
+  // allocate, touch host memory or wait, which a graph cannot hold).
+  void check_not_capturing(const char* op) const;
+
   // ---- helpers shared by the op files -------------------------------------------------------------
   // Makes this backend's device current (ops may be called from any thread).
   void activate() const;
@@ -106,8 +118,7 @@ class CudaBackend final : public Backend {
   const float* f32_of(const Tensor& t, std::int64_t count, const char* what) const;
   float* f32_mut(Tensor& t, std::int64_t count, const char* what) const;
   void check_on_device(const Tensor& t, const char* what) const;
-  // At least `bytes` of scratch (grows, outside graph capture only); valid until the next op.
-  std::uint8_t* scratch(std::size_t bytes);
+  std::uint8_t* scratch(std::size_t bytes, const char* op = "an op");
   int* fault_word() const { return err_; }
   int sm_count() const { return sm_count_; }
 
@@ -123,6 +134,7 @@ class CudaBackend final : public Backend {
   int sm_count_ = 0;
   std::uint8_t* scratch_ = nullptr;
   std::size_t scratch_bytes_ = 0;
+  std::shared_ptr<const void> scratch_owner_;
   void* cublas_workspace_ = nullptr;
   std::size_t cublas_workspace_bytes_ = 0;
   // Device copies of the per-expert weight tables of moe_experts, keyed by a hash of the pointers.
