@@ -2,7 +2,7 @@
 // the same run, then V4-Flash GEMMs (bf16 and fp8 128x128-block weights) at decode and prefill
 // batch sizes, the fp4 routed-expert pipeline over 256 experts, and decode sparse attention.
 // Every time is the median of CUDA-graph replays (ops::cuda_time). Prints markdown tables.
-// usage: ops_cuda_bench [--quick]
+// usage: ops_cuda_bench [--quick | --attention (that section alone)]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -214,30 +214,92 @@ void bench_experts(Backend& b, const Roof& roof, bool quick) {
   std::printf("\n");
 }
 
+// One sparse-attention shape: each token attends to `window` rows of its sequence's window (a
+// contiguous source) and `topk` rows of its sequence's compressed KV (a source paged by 64 rows,
+// pages shuffled), as the model's attention calls it. prefill: the tokens are consecutive
+// positions of one sequence (window = the previous rows of the chunk, -1 before the start).
+struct AttnBenchCase {
+  const char* name;
+  std::int64_t tokens;
+  std::int64_t window, topk, comp_rows;  // comp_rows: compressed rows per sequence
+  bool prefill;
+};
+
+struct AttnBenchInput {
+  Tensor q, idx, out, window_pool, comp_pool, pages;
+  std::int64_t valid = 0;  // indices that are not -1, over all tokens
+};
+
+AttnBenchInput make_attention_input(Backend& b, const AttnBenchCase& c, std::int64_t heads, std::int64_t d) {
+  const std::int64_t seqs = c.prefill ? 1 : c.tokens, k = c.window + c.topk;
+  const std::int64_t window_rows = c.prefill ? c.tokens : seqs * c.window;
+  const std::int64_t pages_per_seq = (c.comp_rows + 63) / 64;
+  AttnBenchInput in;
+  in.q = b.upload(host_bf16({c.tokens, heads, d}, 1.0f, 12));
+  in.window_pool = b.upload(host_bf16({window_rows, d}, 1.0f, 14));
+  in.comp_pool = b.upload(host_bf16({seqs * pages_per_seq * 64, d}, 1.0f, 15));
+  std::mt19937 rng(13);
+  std::vector<std::int32_t> page_ids(static_cast<std::size_t>(seqs * pages_per_seq));
+  std::iota(page_ids.begin(), page_ids.end(), 0);
+  std::shuffle(page_ids.begin(), page_ids.end(), rng);
+  Tensor pages_host = Tensor::empty({seqs * pages_per_seq}, DType::kI32);
+  std::copy(page_ids.begin(), page_ids.end(), pages_host.data<std::int32_t>());
+  in.pages = b.upload(pages_host);
+  Tensor idx_host = Tensor::empty({c.tokens, k}, DType::kI32);
+  std::vector<std::int32_t> comp(static_cast<std::size_t>(c.comp_rows));
+  for (std::int64_t t = 0; t < c.tokens; ++t) {
+    std::int32_t* row = idx_host.data<std::int32_t>() + t * k;
+    const std::int64_t seq = c.prefill ? 0 : t;
+    for (std::int64_t j = 0; j < c.window; ++j) {
+      const std::int64_t r = c.prefill ? t - c.window + 1 + j : seq * c.window + j;
+      row[j] = r < 0 ? -1 : static_cast<std::int32_t>(r);
+    }
+    std::iota(comp.begin(), comp.end(), static_cast<std::int32_t>(window_rows + seq * pages_per_seq * 64));
+    std::shuffle(comp.begin(), comp.end(), rng);  // top-k: distinct rows in no particular order
+    for (std::int64_t j = 0; j < c.topk; ++j) row[c.window + j] = j < c.comp_rows ? comp[static_cast<std::size_t>(j)] : -1;
+    for (std::int64_t j = 0; j < k; ++j) in.valid += row[j] >= 0 ? 1 : 0;
+  }
+  in.idx = b.upload(idx_host);
+  in.out = b.empty({c.tokens, heads, d}, DType::kBF16);
+  return in;
+}
+
 void bench_attention(Backend& b, const Roof& roof) {
-  const std::int64_t heads = 64, d = 512, kcount = 640, pool_rows = 65536;
-  const Tensor pool = b.upload(host_bf16({pool_rows, d}, 1.0f, 11));
-  const Tensor sinks = b.upload(Tensor::zeros({heads}, DType::kF32));
-  std::printf("## Decode sparse attention (64 heads, d = 512, MQA, 640 indices = 128 window + 512 top-k, bf16 KV)\n\n");
-  std::printf("Bytes = 640 KV rows × 1 KB per token + q/out; the kernel is SIMT (no tensor cores yet).\n\n");
-  std::printf("| batch | time µs | GB/s | TFLOP/s | floor µs | floor/time |\n| ---: | ---: | ---: | ---: | ---: | ---: |\n");
-  for (std::int64_t t : {1, 32, 128}) {
-    const Tensor q = b.upload(host_bf16({t, heads, d}, 1.0f, 12));
-    Tensor idx_host = Tensor::empty({t, kcount}, DType::kI32);
-    std::mt19937 rng(13);
-    for (std::int64_t i = 0; i < t * kcount; ++i)
-      idx_host.data<std::int32_t>()[i] = static_cast<std::int32_t>(rng() % pool_rows);
-    const Tensor idx = b.upload(idx_host);
-    Tensor out = b.empty({t, heads, d}, DType::kBF16);
-    const RowView src[1] = {RowView::contiguous(pool)};
+  const std::int64_t heads = 64, d = 512;
+  CudaBackendOptions inv_options;
+  inv_options.batch_invariant = true;
+  auto invariant = make_cuda_backend(inv_options);
+  const Tensor sinks = b.upload(host_bf16({heads}, 1.0f, 16).to(DType::kF32));
+  std::printf("## Sparse attention (64 heads, d = 512, MQA, bf16 q and KV, bf16-rounded probabilities)\n\n");
+  std::printf("bf16 q and KV take the tensor-core kernel (sparse_attention_mma.cu: 16 or 64 heads as the M tile, "
+              "64 gathered rows per tile; the index list split across CTAs when the grid cannot fill the GPU, "
+              "never in batch-invariant mode). Bytes = gathered KV rows (1 KB each, per token) + q + out; FLOPs = "
+              "4·T·H·rows·d; floor = max(bytes / HBM, FLOPs / bf16 peak). 8K context: 128 window rows + 512 of the "
+              "2048 compressed rows (CSA); HCA: 128 + all 64 compressed rows.\n\n");
+  std::printf("| case | tokens | path | time µs | GB/s | TFLOP/s | floor µs | floor/time |\n");
+  std::printf("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |\n");
+  std::vector<AttnBenchCase> cases;
+  for (std::int64_t t : {1, 8, 32, 128}) cases.push_back({"decode 8K CSA 128+512", t, 128, 512, 2048, false});
+  for (std::int64_t t : {1, 32, 128}) cases.push_back({"decode 8K HCA 128+64", t, 128, 64, 64, false});
+  cases.push_back({"prefill 1024 tokens, 8K CSA 128+512", 1024, 128, 512, 2048, true});
+  cases.push_back({"prefill 1024 tokens, HCA 128+64", 1024, 128, 64, 64, true});
+  for (const AttnBenchCase& c : cases) {
+    AttnBenchInput in = make_attention_input(b, c, heads, d);
+    const RowView src[2] = {RowView::contiguous(in.window_pool),
+                            RowView{in.comp_pool, in.pages, 64, in.comp_pool.dim(0)}};
     const AttentionOptions opt{0.044194f, true, 64};
-    const CudaTiming tm = cuda_time(b, [&] { b.sparse_attention(q, src, idx, sinks, opt, out); }, 5, 10);
-    const double us = tm.median_ms * 1e3;
-    const double bytes = t * (kcount * d * 2.0 + 2.0 * heads * d * 2.0);
-    const double flops = 4.0 * t * heads * kcount * d;
+    const double bytes = static_cast<double>(in.valid) * d * 2.0 + 2.0 * c.tokens * heads * d * 2.0;
+    const double flops = 4.0 * static_cast<double>(in.valid) * heads * d;
     const double fl = floor_us(bytes, flops, roof.bf16_tflops, roof);
-    std::printf("| %lld | %.1f | %.0f | %.2f | %.1f | %.0f%% |\n", static_cast<long long>(t), us, bytes / (us * 1e3),
-                flops / (us * 1e6), fl, 100.0 * fl / us);
+    for (Backend* be : {&b, invariant.get()}) {
+      if (be != &b && c.tokens > 128) continue;  // prefill does not split either way
+      const CudaTiming tm = cuda_time(*be, [&] { be->sparse_attention(in.q, src, in.idx, sinks, opt, in.out); }, 5, 10);
+      const double us = tm.median_ms * 1e3;
+      std::printf("| %s | %lld | %s | %.1f | %.0f | %.1f | %.1f | %.0f%% |\n", c.name, static_cast<long long>(c.tokens),
+                  be == &b ? "default" : "batch-invariant", us, bytes / (us * 1e3), flops / (us * 1e6), fl,
+                  100.0 * fl / us);
+      std::fflush(stdout);
+    }
   }
   std::printf("\n");
 }
@@ -254,6 +316,10 @@ int main(int argc, char** argv) {
   try {
     std::printf("# CUDA op benchmarks on %s\n\n", info.name.c_str());
     auto fast = make_cuda_backend(0);
+    if (argc > 1 && std::strcmp(argv[1], "--attention") == 0) {
+      bench_attention(*fast, Roof{});
+      return 0;
+    }
     CudaBackendOptions inv;
     inv.batch_invariant = true;
     auto invariant = make_cuda_backend(inv);

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <exception>
 #include <limits>
+#include <optional>
 
 #include "common/error.h"
 #include "engine/philox.h"
@@ -28,6 +29,13 @@ bool contains(std::span<const std::int32_t> ids, std::int32_t id) {
 }
 
 }  // namespace
+
+// The outputs of one step, one per request that changed, with the requests' add order.
+struct Engine::StepOutputs {
+  std::vector<RequestOutput> outputs;
+  std::vector<std::uint64_t> order;
+  std::unordered_map<Request*, std::size_t> index;
+};
 
 void EngineConfig::validate() const {
   scheduler.validate();
@@ -60,6 +68,30 @@ Engine::Engine(EngineConfig config, std::unique_ptr<ModelRunner> runner, std::sh
   scheduler_ = std::make_unique<Scheduler>(config_.scheduler, layout, config_.cache);
   if (config_.worker_threads > 0) workers_ = std::make_unique<ThreadPool>(static_cast<std::size_t>(config_.worker_threads));
   samplers_.assign(static_cast<std::size_t>(config_.worker_threads) + 1, Sampler(vocab_size_));
+  ops::Backend* device = runner_->device_backend();
+  if (device != nullptr && config_.device_sampling) {
+    device_sampler_ = std::make_unique<DeviceSampler>(*device, vocab_size_, config_.max_logprobs,
+                                                      config_.unsampleable_token_ids);
+  }
+  overlap_ = config_.overlap == EngineConfig::Overlap::kOn ||
+             (config_.overlap == EngineConfig::Overlap::kAuto && device != nullptr);
+}
+
+Engine::~Engine() {
+  // A launched step may still run: its mask tasks point into requests, its device work into
+  // buffers this engine owns.
+  if (!inflight_) return;
+  for (std::future<void>& m : inflight_->masks) m.wait();
+  try {
+    if (inflight_->device) {
+      runner_->collect({});
+    } else {
+      logits_.resize(static_cast<std::size_t>(inflight_->batch.forward.num_logit_rows()) *
+                     static_cast<std::size_t>(vocab_size_));
+      runner_->collect(logits_);
+    }
+  } catch (...) {  // NOLINT(bugprone-empty-catch): nothing to report to at destruction
+  }
 }
 
 void Engine::validate_request(const std::string& id, std::span<const std::int32_t> prompt,
@@ -161,12 +193,6 @@ void Engine::abort_with(const std::string& request_id, FinishReason reason) {
   requests_.erase(it);
 }
 
-// The outputs of one step, one per request that changed, with the requests' add order.
-struct Engine::StepOutputs {
-  std::vector<RequestOutput> outputs;
-  std::vector<std::uint64_t> order;
-  std::unordered_map<Request*, std::size_t> index;
-};
 
 RequestOutput& Engine::output_for(Request& req, StepOutputs& step) {
   const auto [it, inserted] = step.index.emplace(&req, step.outputs.size());
@@ -178,125 +204,6 @@ RequestOutput& Engine::output_for(Request& req, StepOutputs& step) {
     if (const Sequence* s = scheduler_->find(req.completions[0].seq)) out.num_cached_tokens = s->num_cached_tokens;
   }
   return step.outputs[it->second];
-}
-
-FinishReason Engine::accept_token(Request& req, Completion& comp, std::int32_t token, std::int32_t seq_len,
-                                  CompletionOutput& out) {
-  const SamplingParams& p = req.params;
-  ++comp.num_output;
-  comp.history.add_output(token);
-  // As vLLM: no stop condition but length applies before min_tokens outputs exist.
-  const bool may_stop = comp.num_output >= p.min_tokens;
-  const std::string piece = comp.detok ? comp.detok->push(token) : std::string();
-  FinishReason finish = FinishReason::kNone;
-  if (may_stop && !p.ignore_eos && contains(config_.eos_token_ids, token)) {
-    finish = FinishReason::kStop;
-    out.text += piece;
-  } else if (may_stop && contains(p.stop_token_ids, token)) {
-    finish = FinishReason::kStop;
-    out.stop_token = token;
-    out.text += piece;
-  } else if (may_stop && !comp.stops.empty()) {
-    StopStringMatcher::Result r = comp.stops.push(piece);
-    out.text += r.text;
-    if (r.stop_index >= 0) {
-      finish = FinishReason::kStop;
-      out.stop_string = p.stop[static_cast<std::size_t>(r.stop_index)];
-    }
-  } else {
-    out.text += piece;
-  }
-  if (comp.constraint) {
-    // Sampling only picks allowed tokens, so a refusal means the constraint and its mask disagree.
-    if (!comp.constraint->accept_token(token)) return FinishReason::kError;
-    if (finish == FinishReason::kNone && comp.constraint->is_terminated()) finish = FinishReason::kStop;
-  }
-  if (finish == FinishReason::kNone &&
-      ((p.max_tokens && comp.num_output >= *p.max_tokens) || seq_len >= config_.scheduler.max_model_len)) {
-    finish = FinishReason::kLength;
-  }
-  return finish;
-}
-
-void Engine::finish_text(Completion& comp, FinishReason reason, CompletionOutput& out) {
-  out.finish_reason = reason;
-  if (comp.stops.stopped()) return;  // the text after a stop string is dropped
-  out.text += comp.stops.flush();
-  if (comp.detok) out.text += comp.detok->finish();
-}
-
-void Engine::sample_sequence(const ScheduledSeq& ss, Sampler& sampler, SeqCommit& commit, CompletionOutput& out) {
-  const SeqRef ref = seq_refs_.at(ss.id);
-  Request& req = *ref.request;
-  Completion& comp = req.completions[static_cast<std::size_t>(ref.index)];
-  const Sequence& seq = *scheduler_->find(ss.id);
-  const SamplingParams& p = req.params;
-  out.index = ref.index;
-  const auto len = static_cast<std::int32_t>(seq.tokens.size());
-  std::int32_t accepted = 0;
-  for (std::int32_t r = 0; r < ss.num_logits; ++r) {
-    SampleContext ctx;
-    ctx.params = &p;
-    ctx.seed = comp.seed;
-    ctx.position = static_cast<std::uint32_t>(len + r);
-    ctx.history = &comp.history;
-    if (comp.num_output < p.min_tokens) ctx.banned = req.banned_until_min;
-    if (row_has_mask_[static_cast<std::size_t>(ss.logits_offset + r)] != 0) {
-      const std::size_t words = (static_cast<std::size_t>(vocab_size_) + 31) / 32;
-      ctx.allowed = std::span<const std::uint32_t>(masks_).subspan(static_cast<std::size_t>(ss.logits_offset + r) * words, words);
-    }
-    const auto row = static_cast<std::size_t>(ss.logits_offset + r) * static_cast<std::size_t>(vocab_size_);
-    SampleResult res = sampler.sample(std::span<const float>(logits_).subspan(row, static_cast<std::size_t>(vocab_size_)), ctx);
-    const std::int32_t token = res.token;
-    commit.new_tokens.push_back(token);
-    out.token_ids.push_back(token);
-    if (p.logprobs) out.logprobs.push_back(std::move(res));
-    const FinishReason finish = accept_token(req, comp, token, len + r + 1, out);
-    if (finish != FinishReason::kNone) {
-      commit.finish = finish;
-      finish_text(comp, finish, out);
-      break;
-    }
-    // Verification: a draft is accepted iff it equals the target's own seeded sample at that
-    // position, so the output is exactly what decoding without drafts gives.
-    if (r < ss.num_drafts && token == seq.drafts[static_cast<std::size_t>(r)]) {
-      ++accepted;
-      continue;
-    }
-    break;
-  }
-  commit.num_accepted_drafts = std::min(accepted, static_cast<std::int32_t>(commit.new_tokens.size()));
-}
-
-void Engine::sample_all(const ScheduledBatch& batch, std::span<const std::size_t> jobs, std::vector<SeqCommit>& commits,
-                        std::vector<CompletionOutput>& outs) {
-  // Sequences are independent here (each touches only its own completion state), so contiguous
-  // slices go to the workers, each with its own sampler scratch. A step of prefill chunks only
-  // has nothing to sample.
-  if (jobs.empty()) return;
-  const std::size_t parts = workers_ ? std::min(samplers_.size(), jobs.size()) : 1;
-  auto run = [&](std::size_t part) {
-    for (std::size_t j = jobs.size() * part / parts; j < jobs.size() * (part + 1) / parts; ++j) {
-      const std::size_t i = jobs[j];
-      sample_sequence(batch.seqs[i], samplers_[part], commits[i], outs[i]);
-    }
-  };
-  std::vector<std::future<void>> tasks;
-  for (std::size_t part = 1; part < parts; ++part) tasks.push_back(workers_->submit([&run, part] { run(part); }));
-  std::exception_ptr error;
-  try {
-    run(0);
-  } catch (...) {
-    error = std::current_exception();
-  }
-  for (std::future<void>& t : tasks) {
-    try {
-      t.get();
-    } catch (...) {
-      if (!error) error = std::current_exception();
-    }
-  }
-  if (error) std::rethrow_exception(error);
 }
 
 void Engine::fail_batch(const ScheduledBatch& batch) {
@@ -368,11 +275,139 @@ void Engine::propose_drafts() {
   }
 }
 
+void Engine::launch_step(ScheduledBatch batch) {
+  // In place: the runner may keep a pointer to the ForwardBatch until collect().
+  InFlight& f = inflight_.emplace();
+  f.batch = std::move(batch);
+  const std::int32_t rows = f.batch.forward.num_logit_rows();
+  f.device = device_sampler_ != nullptr && rows > 0;
+  f.masks = start_masks(f.batch);
+  const Clock::time_point start = Clock::now();
+  try {
+    if (f.device) {
+      pack_device_rows(f.batch);
+      device_sampler_->upload();  // before the forward: the device is idle, the copy waits for nothing
+    }
+    runner_->launch(f.batch.forward);
+    // Without structured-output masks the sampling is queued right behind the forward.
+    if (f.device && f.masks.empty() &&
+        std::none_of(row_has_mask_.begin(), row_has_mask_.end(), [](std::uint8_t m) { return m != 0; })) {
+      device_sampler_->queue(runner_->device_logits(), {});
+      f.device_queued = true;
+    }
+  } catch (...) {
+    for (std::future<void>& m : f.masks) m.wait();
+    fail_batch(f.batch);
+    inflight_.reset();
+    throw;
+  }
+  launch_seconds_ = seconds_since(start);
+}
+
+Engine::Decided Engine::collect_step() {
+  InFlight& f = *inflight_;
+  const std::int32_t rows = f.batch.forward.num_logit_rows();
+  const Clock::time_point start = Clock::now();
+  try {
+    if (f.device) {
+      if (!f.device_queued) {
+        for (std::future<void>& m : f.masks) m.get();
+        f.masks.clear();
+        const std::size_t words = (static_cast<std::size_t>(vocab_size_) + 31) / 32;
+        device_sampler_->queue(runner_->device_logits(),
+                               std::span<const std::uint32_t>(masks_).first(static_cast<std::size_t>(rows) * words));
+      }
+      runner_->collect({});
+      device_sampler_->read();
+    } else {
+      logits_.resize(static_cast<std::size_t>(rows) * static_cast<std::size_t>(vocab_size_));
+      runner_->collect(logits_);
+    }
+  } catch (...) {
+    for (std::future<void>& m : f.masks) m.wait();
+    fail_batch(f.batch);
+    inflight_.reset();
+    throw;
+  }
+  for (std::future<void>& m : f.masks) m.get();
+  stats_.model_seconds += launch_seconds_ + seconds_since(start);
+  const bool device = f.device;
+  Decided d;
+  d.batch = std::move(f.batch);
+  inflight_.reset();
+  retired_.clear();  // nothing launched points at them any more
+  if (!device) mask_unsampleable(rows);
+  stats_.prefill_tokens += d.batch.num_prefill_tokens;
+  stats_.decode_tokens += d.batch.num_decode_tokens;
+  if (device) stats_.device_sampled_rows += rows;
+  d.seqs.resize(d.batch.seqs.size());
+  for (std::size_t i = 0; i < d.batch.seqs.size(); ++i) {
+    d.seqs[i].commit.id = d.batch.seqs[i].id;
+    if (d.batch.seqs[i].num_logits > 0) d.jobs.push_back(i);
+  }
+  run_parallel(d.jobs, [&](std::size_t part, std::size_t i) {
+    decide_sequence(d.batch.seqs[i], device ? nullptr : &samplers_[part], d.seqs[i]);
+  });
+  return d;
+}
+
+void Engine::emit_step(Decided& d, bool committed, StepOutputs& step, std::vector<Request*>& done) {
+  std::vector<std::size_t> live;
+  for (std::size_t i : d.jobs) {
+    if (d.seqs[i].live && seq_refs_.count(d.batch.seqs[i].id) != 0) live.push_back(i);
+  }
+  std::vector<CompletionOutput> outs(d.batch.seqs.size());
+  run_parallel(live, [&](std::size_t, std::size_t i) { emit_sequence(d.batch.seqs[i], d.seqs[i], outs[i]); });
+  for (std::size_t i : live) {
+    const ScheduledSeq& ss = d.batch.seqs[i];
+    SeqDecision& sd = d.seqs[i];
+    const SeqRef ref = seq_refs_.at(ss.id);
+    Request& req = *ref.request;
+    RequestOutput& out = output_for(req, step);
+    if (sd.finish != FinishReason::kNone) {
+      // A completion ends at its last kept token; a draft counts only if accepted before it.
+      sd.commit.num_accepted_drafts = std::min(sd.accepted, static_cast<std::int32_t>(sd.keep) - 1);
+      if (!committed) {
+        sd.commit.new_tokens.resize(sd.keep);
+        sd.commit.finish = sd.finish;
+      } else if (sd.commit.finish == FinishReason::kNone) {
+        scheduler_->abort(ss.id);  // a stop string ended it after the next step was launched
+      }
+    }
+    stats_.generated_tokens += static_cast<std::int64_t>(sd.keep);
+    stats_.draft_tokens += ss.num_drafts;
+    stats_.accepted_draft_tokens += sd.commit.num_accepted_drafts;
+    out.completions.push_back(std::move(outs[i]));
+    if (sd.finish != FinishReason::kNone) {
+      req.completions[static_cast<std::size_t>(ref.index)].finished = true;
+      seq_refs_.erase(ss.id);
+      if (--req.unfinished == 0) {
+        out.finished = true;
+        done.push_back(&req);
+      }
+    }
+  }
+}
+
+void Engine::retire(std::span<Request* const> done) {
+  for (Request* req : done) {
+    const auto it = requests_.find(req->id);
+    if (it == requests_.end()) continue;
+    retired_.push_back(std::move(it->second));
+    requests_.erase(it);
+  }
+  if (!inflight_) retired_.clear();
+}
+
 std::vector<RequestOutput> Engine::step() {
   const Clock::time_point start = Clock::now();
-  double model_seconds = 0.0;
+  const double model_before = stats_.model_seconds;
   StepOutputs step;
-  for (const auto& req : aborted_) {
+  if (unreported_) {
+    step = std::move(*unreported_);
+    unreported_.reset();
+  }
+  for (auto& req : aborted_) {
     RequestOutput& out = output_for(*req, step);
     for (std::size_t i = 0; i < req->completions.size(); ++i) {
       if (req->completions[i].finished) continue;
@@ -382,59 +417,52 @@ std::vector<RequestOutput> Engine::step() {
       out.completions.push_back(std::move(co));
     }
     out.finished = true;
+    retired_.push_back(std::move(req));
   }
   aborted_.clear();
+  if (!inflight_) retired_.clear();
 
-  ScheduledBatch batch = scheduler_->schedule();
   std::vector<Request*> done;
-  if (!batch.empty()) {
-    logits_.resize(static_cast<std::size_t>(batch.forward.num_logit_rows()) * static_cast<std::size_t>(vocab_size_));
-    std::vector<std::future<void>> masks = start_masks(batch);
-    const Clock::time_point model_start = Clock::now();
+  const auto commit = [this](Decided& d) {
+    std::vector<SeqCommit> commits;
+    commits.reserve(d.seqs.size());
+    for (SeqDecision& sd : d.seqs) commits.push_back(std::move(sd.commit));
+    scheduler_->commit(d.batch, commits);
+    for (std::size_t i = 0; i < commits.size(); ++i) d.seqs[i].commit = std::move(commits[i]);
+  };
+  if (overlap_) {
+    // Collect step N and commit its tokens, launch step N + 1, then do N's text and outputs
+    // while the device runs N + 1 (docs/ENGINE.md §8).
+    std::optional<Decided> d;
+    if (inflight_) {
+      d = collect_step();
+      commit(*d);
+    }
+    propose_drafts();
+    ScheduledBatch next = scheduler_->schedule();
     try {
-      runner_->forward(batch.forward, logits_);
+      if (!next.empty()) launch_step(std::move(next));
     } catch (...) {
-      for (std::future<void>& m : masks) m.wait();
-      fail_batch(batch);
+      // The launch failed (its own batch is ended already): step N's outputs go out next time.
+      if (d) emit_step(*d, /*committed=*/true, step, done);
+      retire(done);
+      unreported_ = std::make_unique<StepOutputs>(std::move(step));
       throw;
     }
-    model_seconds = seconds_since(model_start);
-    mask_unsampleable(batch.forward.num_logit_rows());
-    for (std::future<void>& m : masks) m.get();
-    stats_.prefill_tokens += batch.num_prefill_tokens;
-    stats_.decode_tokens += batch.num_decode_tokens;
-    std::vector<SeqCommit> commits(batch.seqs.size());
-    std::vector<CompletionOutput> outs(batch.seqs.size());
-    std::vector<std::size_t> jobs;
-    for (std::size_t i = 0; i < batch.seqs.size(); ++i) {
-      commits[i].id = batch.seqs[i].id;
-      if (batch.seqs[i].num_logits > 0) jobs.push_back(i);
+    if (d) emit_step(*d, /*committed=*/true, step, done);
+  } else {
+    ScheduledBatch batch = scheduler_->schedule();
+    if (!batch.empty()) {
+      launch_step(std::move(batch));
+      Decided d = collect_step();
+      emit_step(d, /*committed=*/false, step, done);
+      commit(d);
     }
-    sample_all(batch, jobs, commits, outs);
-    for (std::size_t i : jobs) {
-      const ScheduledSeq& ss = batch.seqs[i];
-      Request& req = *seq_refs_.at(ss.id).request;
-      RequestOutput& out = output_for(req, step);
-      stats_.generated_tokens += static_cast<std::int64_t>(commits[i].new_tokens.size());
-      stats_.draft_tokens += ss.num_drafts;
-      stats_.accepted_draft_tokens += commits[i].num_accepted_drafts;
-      out.completions.push_back(std::move(outs[i]));
-      if (commits[i].finish != FinishReason::kNone) {
-        req.completions[static_cast<std::size_t>(seq_refs_.at(ss.id).index)].finished = true;
-        seq_refs_.erase(ss.id);
-        if (--req.unfinished == 0) {
-          out.finished = true;
-          done.push_back(&req);
-        }
-      }
-    }
-    scheduler_->commit(batch, commits);
+    propose_drafts();
   }
-  for (Request* req : done) requests_.erase(req->id);
-  propose_drafts();
+  retire(done);
   ++stats_.steps;
-  stats_.model_seconds += model_seconds;
-  stats_.engine_seconds += seconds_since(start) - model_seconds;
+  stats_.engine_seconds += seconds_since(start) - (stats_.model_seconds - model_before);
   // Report in the order requests were added, whatever order the batch had.
   std::vector<std::size_t> perm(step.outputs.size());
   for (std::size_t i = 0; i < perm.size(); ++i) perm[i] = i;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <future>
 #include <memory>
 #include <optional>
@@ -17,6 +18,7 @@
 #include "cache/cache_spec.h"
 #include "common/thread_pool.h"
 #include "engine/detokenizer.h"
+#include "engine/device_sampler.h"
 #include "engine/model_runner.h"
 #include "engine/sampler.h"
 #include "engine/sampling_params.h"
@@ -40,6 +42,15 @@ struct EngineConfig {
   // Worker threads for host-side per-sequence work: structured-output masks while the model
   // runs, sampling / stop checks / detokenization after it. 0: all on the engine thread.
   std::int32_t worker_threads = 0;
+  // The overlapped step loop (docs/ENGINE.md §8): step() launches the next batch before it
+  // detokenises, checks stop strings and builds the outputs of the batch it just collected, so
+  // that host work runs while the device computes. kAuto: on when the runner's logits live on a
+  // device. Outputs are the same either way; only step boundaries of finishing requests move.
+  enum class Overlap : std::uint8_t { kAuto, kOff, kOn };
+  Overlap overlap = Overlap::kAuto;
+  // Sample on the runner's device (Backend::sample_tokens, bit-identical to the host Sampler)
+  // when it has one; off: copy logits back and sample on the host.
+  bool device_sampling = true;
 
   void validate() const;
 };
@@ -79,14 +90,16 @@ struct EngineStats {
   std::int64_t decode_tokens = 0;     // decode and verification tokens run through the model
   std::int64_t generated_tokens = 0;  // tokens appended to sequences
   std::int64_t draft_tokens = 0, accepted_draft_tokens = 0;
-  double model_seconds = 0.0;   // inside ModelRunner::forward
+  double model_seconds = 0.0;   // in ModelRunner launch/collect and waiting for device sampling
   double engine_seconds = 0.0;  // the rest of step(): scheduling, sampling, stop checks, commit
+  std::int64_t device_sampled_rows = 0;  // logits rows sampled on the runner's device
 };
 
 class Engine {
  public:
   Engine(EngineConfig config, std::unique_ptr<ModelRunner> runner,
          std::shared_ptr<const Detokenizer> detokenizer = nullptr);
+  ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
@@ -104,6 +117,11 @@ class Engine {
   std::vector<RequestOutput> step();
   bool has_unfinished() const { return !requests_.empty(); }
   std::int32_t num_unfinished() const { return static_cast<std::int32_t>(requests_.size()); }
+
+  // Whether step() overlaps host work with the device (EngineConfig::overlap resolved).
+  bool overlapped() const { return overlap_; }
+  // Whether a launched step is waiting to be collected by the next step() (overlapped loop).
+  bool has_in_flight() const { return inflight_.has_value(); }
 
   void set_draft_proposer(std::shared_ptr<DraftProposer> proposer) { proposer_ = std::move(proposer); }
   // Enables SamplingParams::so_args: each constrained sequence gets a constraint from `factory`.
@@ -143,20 +161,66 @@ class Engine {
     std::int32_t index = 0;
   };
 
+  struct StepOutputs;
+  // What token ids alone say about a committed token (stop strings need the text).
+  enum class TextStop : std::uint8_t { kNone, kEos, kStopToken };
+  struct TokenFate {
+    TextStop text = TextStop::kNone;
+    FinishReason finish = FinishReason::kNone;  // EOS / stop id / constraint / length
+  };
+  // One scheduled sequence after sampling: its commit plus what emit_sequence needs.
+  struct SeqDecision {
+    bool live = false;                  // the sequence still had a completion when collected
+    SeqCommit commit;
+    std::vector<SampleResult> results;  // one per committed token when logprobs were asked
+    std::vector<TokenFate> fates;       // one per committed token
+    std::int32_t accepted = 0;          // drafts accepted before any finish
+    std::int32_t outputs_before = 0;    // the completion's num_output before this step
+    // Filled by emit_sequence: tokens that count and the completion's finish (kNone: goes on).
+    std::size_t keep = 0;
+    FinishReason finish = FinishReason::kNone;
+  };
+  // A launched step: its batch, the mask tasks, where it is sampled.
+  struct InFlight {
+    ScheduledBatch batch;
+    std::vector<std::future<void>> masks;
+    bool device = false;         // sampled on the runner's device
+    bool device_queued = false;  // its sampling is queued already (no masks to wait for)
+  };
+  // A collected step: sampled and decided, not yet turned into outputs.
+  struct Decided {
+    ScheduledBatch batch;
+    std::vector<SeqDecision> seqs;  // one per batch sequence
+    std::vector<std::size_t> jobs;  // indices of the sequences with logits rows
+  };
+
   void abort_with(const std::string& request_id, FinishReason reason);
   // The model failed on this batch: its requests end with kError (reported by the next step).
   void fail_batch(const ScheduledBatch& batch);
   void validate_request(const std::string& id, std::span<const std::int32_t> prompt, const SamplingParams& params) const;
-  // Samples (and verifies drafts for) one scheduled sequence; fills its commit and output.
-  void sample_sequence(const ScheduledSeq& ss, Sampler& sampler, SeqCommit& commit, CompletionOutput& out);
-  // Runs sample_sequence for batch.seqs[jobs[i]], split over the workers.
-  void sample_all(const ScheduledBatch& batch, std::span<const std::size_t> jobs, std::vector<SeqCommit>& commits,
-                  std::vector<CompletionOutput>& outs);
-  // Applies one new token to a completion: penalties history, text, stop checks.
-  FinishReason accept_token(Request& req, Completion& comp, std::int32_t token, std::int32_t seq_len,
-                            CompletionOutput& out);
+  // Starts the masks and the forward of `batch` (and its device sampling) as inflight_.
+  void launch_step(ScheduledBatch batch);
+  // Waits for inflight_, samples and decides every sequence (token ids only, no text).
+  Decided collect_step();
+  // Packs the sampling rows of the launched batch for the device (engine_sampling.cpp).
+  void pack_device_rows(const ScheduledBatch& batch);
+  // Samples (or reads the device's samples for) one sequence and verifies its drafts; applies
+  // the tokens to the penalty history, min/max-token counts and the constraint (engine thread
+  // or a worker: touches only its own completion).
+  void decide_sequence(const ScheduledSeq& ss, Sampler* sampler, SeqDecision& d);
+  TokenFate token_fate(const Request& req, Completion& comp, std::int32_t token, std::int32_t seq_len) const;
+  // Turns a decided sequence into its output (text, stop strings) and sets d.keep / d.finish: a
+  // stop string may end the completion before its last committed token.
+  void emit_sequence(const ScheduledSeq& ss, SeqDecision& d, CompletionOutput& out);
+  // Outputs and completion bookkeeping of a decided step. `committed`: the scheduler already
+  // took the commits (overlapped loop), so a stop string found now ends the sequence by abort;
+  // otherwise the commits are cut to the stop string before Scheduler::commit.
+  void emit_step(Decided& d, bool committed, StepOutputs& step, std::vector<Request*>& done);
+  // Finished requests leave requests_ (kept alive in retired_ while a launched batch may use them).
+  void retire(std::span<Request* const> done);
+  // Runs fn(part, job) for every job, the parts split over the workers.
+  void run_parallel(std::span<const std::size_t> jobs, const std::function<void(std::size_t, std::size_t)>& fn);
   void finish_text(Completion& comp, FinishReason reason, CompletionOutput& out);
-  struct StepOutputs;
   RequestOutput& output_for(Request& req, StepOutputs& step);
   void propose_drafts();
   // Fills the structured-output masks of the batch's logits rows (see docs/ENGINE.md): on the
@@ -180,7 +244,17 @@ class Engine {
   std::unordered_map<std::string, std::unique_ptr<Request>> requests_;
   std::unordered_map<SeqId, SeqRef> seq_refs_;
   std::vector<std::unique_ptr<Request>> aborted_;  // reported by the next step()
+  // Finished or reported requests kept alive while a launched batch (its mask tasks) may still
+  // point at them; freed once that batch is collected.
+  std::vector<std::unique_ptr<Request>> retired_;
   std::vector<float> logits_;
+  bool overlap_ = false;
+  std::unique_ptr<DeviceSampler> device_sampler_;  // set when sampling on the runner's device
+  std::optional<InFlight> inflight_;
+  double launch_seconds_ = 0.0;
+  // Outputs of a step whose step() threw after they were made (overlapped loop): the next step()
+  // reports them.
+  std::unique_ptr<StepOutputs> unreported_;
   std::uint64_t next_order_ = 0;
   EngineStats stats_;
 };

@@ -5,6 +5,17 @@
 
 namespace deepinfer::engine {
 
+void ModelRunner::collect(std::span<float> logits) {
+  DI_CHECK(launched_ != nullptr, "model runner: collect() without launch()");
+  const ForwardBatch* batch = launched_;
+  launched_ = nullptr;
+  forward(*batch, logits);
+}
+
+const Tensor& ModelRunner::device_logits() const {
+  throw_error("model runner: this runner keeps its logits on the host (no device_logits)");
+}
+
 void ForwardBatch::validate(const cache::CacheLayout& layout) const {
   DI_CHECK(positions.size() == token_ids.size(), "forward batch: {} positions for {} tokens", positions.size(),
            token_ids.size());

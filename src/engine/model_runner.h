@@ -9,6 +9,11 @@
 #include <vector>
 
 #include "cache/cache_spec.h"
+#include "tensor/tensor.h"
+
+namespace deepinfer::ops {
+class Backend;
+}
 
 namespace deepinfer::engine {
 
@@ -86,9 +91,29 @@ class ModelRunner {
   // Runs one step: reads and writes the cache through the batch's page tables and slots, and
   // writes f32 logits [batch.num_logit_rows(), vocab_size()] row-major into `logits`.
   virtual void forward(const ForwardBatch& batch, std::span<float> logits) = 0;
+
+  // ---- asynchronous steps (docs/ENGINE.md §8) ------------------------------------------------
+  // launch() queues a step and may return before the device has finished it; collect() completes
+  // it. The batch stays alive and unchanged in between, and every launch() is followed by one
+  // collect() before the next launch(). The defaults run forward() inside collect(), so a host
+  // runner needs nothing more.
+  virtual void launch(const ForwardBatch& batch) { launched_ = &batch; }
+  // Waits for the launched step. With a non-empty `logits` span the logits are written there as
+  // forward() does; an empty span (only for runners with a device_backend()) leaves them in
+  // device_logits(), where the ops the engine queued after launch() on that backend read them.
+  virtual void collect(std::span<float> logits);
+  // The backend whose device holds the logits of a launched step, or nullptr (host logits). The
+  // engine samples there with Backend::sample_tokens and copies back only token ids.
+  virtual ops::Backend* device_backend() { return nullptr; }
+  // f32 [num_logit_rows, vocab] of the last launched step, valid from launch() until the next
+  // launch() (device_backend() runners only; the default throws).
+  virtual const Tensor& device_logits() const;
   // Throws deepinfer::Error for a prompt this model cannot take (V4.1: image tokens, no vision
   // tower yet); the engine rejects that request alone.
   virtual void check_prompt(std::span<const std::int32_t> prompt) const { (void)prompt; }
+
+ private:
+  const ForwardBatch* launched_ = nullptr;  // the default launch/collect pair
 };
 
 }  // namespace deepinfer::engine

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "ops/sampling_math.h"
+
 namespace deepinfer::engine {
 
 using PhiloxCounter = std::array<std::uint32_t, 4>;
@@ -69,9 +71,10 @@ inline std::uint64_t derive_seed(std::uint64_t seed, std::uint32_t index) {
 // Uniform in the open interval (0, 1): (bits + 0.5) / 2^32, exact in double.
 inline double uniform_from_bits(std::uint32_t bits) { return (static_cast<double>(bits) + 0.5) * 0x1p-32; }
 
-// Standard Gumbel(0, 1) sample from 32 random bits: -log(-log(u)). Monotone in the bits and
+// Standard Gumbel(0, 1) sample from 32 random bits: -log(-log(u)), with the sampling ops' own log
+// so the host and the device draw bit-identical noise. Monotone in the bits up to an ulp and
 // bounded (gumbel_from_bits(0) .. gumbel_from_bits(~0u), about -3.13 .. 22.9), which lets the
 // sampler skip tokens that cannot win the Gumbel-max race.
-inline double gumbel_from_bits(std::uint32_t bits) { return -std::log(-std::log(uniform_from_bits(bits))); }
+inline double gumbel_from_bits(std::uint32_t bits) { return ops::sampling::gumbel_from_bits(bits); }
 
 }  // namespace deepinfer::engine

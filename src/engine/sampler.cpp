@@ -8,11 +8,13 @@
 
 #include "common/error.h"
 #include "engine/philox.h"
+#include "ops/sampling_math.h"
 
 namespace deepinfer::engine {
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+namespace sm = ops::sampling;
 
 // Strict total order "a ranks before b": higher value first, lower id on ties.
 struct RanksBefore {
@@ -47,18 +49,21 @@ void Sampler::apply_processors(std::span<float> logits, const SampleContext& ctx
       if (((ctx.allowed[v >> 5] >> (v & 31)) & 1u) == 0) logits[v] = kNegInf;
     }
   }
-  for (const auto& [id, bias] : p.logit_bias) logits[static_cast<std::size_t>(id)] += bias;
+  for (const auto& [id, bias] : p.logit_bias) {
+    logits[static_cast<std::size_t>(id)] = sm::fadd(logits[static_cast<std::size_t>(id)], bias);
+  }
   for (std::int32_t id : ctx.banned) logits[static_cast<std::size_t>(id)] = kNegInf;
   if (ctx.history == nullptr) return;
   if (p.repetition_penalty != 1.0f) {
     for (std::int32_t id : ctx.history->seen()) {
       float& x = logits[static_cast<std::size_t>(id)];
-      x = x > 0.0f ? x / p.repetition_penalty : x * p.repetition_penalty;
+      x = x > 0.0f ? sm::fdiv(x, p.repetition_penalty) : sm::fmul(x, p.repetition_penalty);
     }
   }
   if (p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f) {
     for (const auto& [id, count] : ctx.history->output_counts()) {
-      logits[static_cast<std::size_t>(id)] -= p.frequency_penalty * static_cast<float>(count) + p.presence_penalty;
+      float& x = logits[static_cast<std::size_t>(id)];
+      x = sm::fsub(x, sm::fadd(sm::fmul(p.frequency_penalty, static_cast<float>(count)), p.presence_penalty));
     }
   }
 }
@@ -90,7 +95,7 @@ std::vector<std::int32_t> Sampler::filter(std::span<const float> scaled, std::in
   if (top_k > 0 && static_cast<std::size_t>(top_k) < cand.size()) cand = top_k_ids(scaled, cand, top_k);
   if (min_p > 0.0f) {
     // p_v >= min_p * p_max  <=>  scaled_v >= max + log(min_p); the best token always survives.
-    const double threshold = static_cast<double>(max_value) + std::log(static_cast<double>(min_p));
+    const double threshold = sm::min_p_threshold(max_value, min_p);
     std::erase_if(cand, [&](std::int32_t v) { return static_cast<double>(scaled[static_cast<std::size_t>(v)]) < threshold; });
   }
   if (top_p < 1.0f && cand.size() > 1) cand = nucleus(scaled, std::move(cand), max_value, top_p);
@@ -118,10 +123,10 @@ std::vector<std::int32_t> Sampler::top_k_ids(std::span<const float> scaled, std:
 
 std::vector<std::int32_t> Sampler::nucleus(std::span<const float> scaled, std::vector<std::int32_t> cand,
                                            float max_value, float top_p) {
-  // Normaliser summed in ascending id order, so it does not depend on the ranking below.
-  double z = 0.0;
-  for (std::int32_t v : cand) z += std::exp(static_cast<double>(scaled[static_cast<std::size_t>(v)]) - max_value);
-  const double target = static_cast<double>(top_p) * z;
+  // Masses in fixed point (sm::nucleus_mass): integer sums are exact in any order, which is what
+  // lets the device kernel, summing in parallel, cut the nucleus at the same token.
+  std::uint64_t total = 0;
+  for (std::int32_t v : cand) total += sm::nucleus_mass(scaled[static_cast<std::size_t>(v)], max_value);
   // Rank only as much as the nucleus needs: select the next chunk of best tokens (linear), sort
   // just that chunk, accumulate; the chunks grow 4x. The order is total, so the result is the
   // prefix of the full ranking whatever the chunk sizes. (value, id) pairs keep it cache-friendly.
@@ -131,7 +136,8 @@ std::vector<std::int32_t> Sampler::nucleus(std::span<const float> scaled, std::v
     return a.first > b.first || (a.first == b.first && a.second < b.second);
   };
   std::size_t begin = 0, chunk = 64, keep = ranked.size();
-  double cum = 0.0;
+  std::uint64_t cum = 0;
+  bool reached = false;
   while (begin < ranked.size()) {
     const std::size_t end = std::min(ranked.size(), begin + chunk);
     const auto first = ranked.begin() + static_cast<std::ptrdiff_t>(begin);
@@ -139,8 +145,11 @@ std::vector<std::int32_t> Sampler::nucleus(std::span<const float> scaled, std::v
     if (end < ranked.size()) std::nth_element(first, last - 1, ranked.end(), before);
     std::sort(first, last, before);
     std::size_t i = begin;
-    for (; i < end && cum < target; ++i) cum += std::exp(static_cast<double>(ranked[i].first) - max_value);
-    if (cum >= target) {
+    for (; i < end && !reached; ++i) {
+      cum += sm::nucleus_mass(ranked[i].first, max_value);
+      reached = sm::nucleus_reached(cum, total, top_p);
+    }
+    if (reached) {
       keep = i;
       break;
     }
@@ -165,8 +174,9 @@ const GumbelBuckets& gumbel_buckets() {
   static const GumbelBuckets table = [] {
     GumbelBuckets t;
     for (std::uint64_t k = 0; k < t.lo.size(); ++k) {
-      t.lo[k] = gumbel_from_bits(static_cast<std::uint32_t>(k << kBucketShift));
-      t.hi[k] = gumbel_from_bits(static_cast<std::uint32_t>(((k + 1) << kBucketShift) - 1));
+      // Widened by far more than the own log's error, in case it is not exactly monotone.
+      t.lo[k] = gumbel_from_bits(static_cast<std::uint32_t>(k << kBucketShift)) - 1e-9;
+      t.hi[k] = gumbel_from_bits(static_cast<std::uint32_t>(((k + 1) << kBucketShift) - 1)) + 1e-9;
     }
     return t;
   }();
@@ -180,7 +190,7 @@ const GumbelBuckets& gumbel_buckets() {
 template <typename ForEach>
 std::int32_t gumbel_race(std::span<const float> scaled, std::uint64_t seed, std::uint32_t position,
                          std::vector<std::uint32_t>& bits, ForEach for_each) {
-  static const double kGumbelMax = gumbel_from_bits(~0u);
+  static const double kGumbelMax = gumbel_from_bits(~0u) + 1e-9;
   const GumbelBuckets& buckets = gumbel_buckets();
   double floor = -std::numeric_limits<double>::infinity();
   std::uint32_t block = ~0u;
@@ -207,7 +217,7 @@ std::int32_t gumbel_race(std::span<const float> scaled, std::uint64_t seed, std:
     const std::uint32_t b = bits[j++];
     const double s = scaled[static_cast<std::size_t>(v)];
     if (s + kGumbelMax < floor || s + buckets.hi[b >> kBucketShift] < floor) return;
-    const double score = s + gumbel_from_bits(b);
+    const double score = sm::dadd(s, gumbel_from_bits(b));
     if (score > best_score || (score == best_score && v < best)) {
       best_score = score;
       best = v;
@@ -236,11 +246,18 @@ std::int32_t Sampler::gumbel_argmax_all(std::span<const float> scaled, std::uint
 void Sampler::fill_logprobs(std::span<const float> raw, std::int32_t num_top, SampleResult& result) const {
   float max_value = kNegInf;
   for (float x : raw) max_value = std::max(max_value, x);
+  // Chunked sequential sums (sm::kLseChunk): the order a device thread block can follow too.
   double sum = 0.0;
-  for (float x : raw) sum += std::exp(static_cast<double>(x) - max_value);
-  const double lse = static_cast<double>(max_value) + std::log(sum);
+  for (std::size_t c = 0; c < raw.size(); c += sm::kLseChunk) {
+    double part = 0.0;
+    for (std::size_t v = c; v < std::min(raw.size(), c + sm::kLseChunk); ++v) {
+      part = sm::dadd(part, sm::exp(sm::dsub(static_cast<double>(raw[v]), static_cast<double>(max_value))));
+    }
+    sum = sm::dadd(sum, part);
+  }
+  const double lse = sm::dadd(static_cast<double>(max_value), sm::log(sum));
   const float chosen = raw[static_cast<std::size_t>(result.token)];
-  result.logprob = static_cast<float>(static_cast<double>(chosen) - lse);
+  result.logprob = static_cast<float>(sm::dsub(static_cast<double>(chosen), lse));
   result.rank = 1;
   for (float x : raw) result.rank += x > chosen ? 1 : 0;
   result.top.clear();
@@ -254,7 +271,7 @@ void Sampler::fill_logprobs(std::span<const float> raw, std::int32_t num_top, Sa
     if (static_cast<std::int32_t>(top.size()) > num_top) top.pop_back();
   }
   for (std::int32_t v : top) {
-    result.top.push_back({v, static_cast<float>(static_cast<double>(raw[static_cast<std::size_t>(v)]) - lse)});
+    result.top.push_back({v, static_cast<float>(sm::dsub(static_cast<double>(raw[static_cast<std::size_t>(v)]), lse))});
   }
 }
 
@@ -267,7 +284,7 @@ std::int32_t Sampler::choose(std::span<const float> logits, const SampleContext&
   work_.assign(logits.begin(), logits.end());
   apply_processors(work_, ctx);
   if (p.is_greedy()) return argmax(work_);
-  for (float& x : work_) x /= p.temperature;
+  for (float& x : work_) x = sm::fdiv(x, p.temperature);
   const bool filtered = (p.top_k > 0 && p.top_k < vocab_size_) || p.min_p > 0.0f || p.top_p < 1.0f;
   if (!filtered) return gumbel_argmax_all(work_, ctx.seed, ctx.position);
   const std::vector<std::int32_t> cand = filter(work_, p.top_k, p.min_p, p.top_p);

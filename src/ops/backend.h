@@ -151,6 +151,16 @@ class Backend {
   // sampler does first, before bias, penalties and temperature). logits: f32 [T, V] (rows may be
   // strided); mask: i32 [T, ceil(V / 32)]. The default works on host tensors (the CPU backend).
   virtual void apply_token_mask(Tensor& logits, const Tensor& mask);
+  // The whole sampling decision per logits row, bit-identical to engine::Sampler for the same
+  // logits (ops/sampling.h, ops/sampling_math.h): raw bans, logprob statistics, structured-output
+  // mask, bias, bans, penalties, temperature, top-k / min-p / top-p, Philox-seeded Gumbel-max.
+  // logits: f32 [T, V] (rows may be strided); rows: i32 [T, kSampleRowWords] (SampleRow);
+  // entries: i32 [N, 2] (SampleEntry); masks: i32 [M, ceil(V / 32)] (M may be 0); out: i32
+  // [T, sample_out_words(max_top)] with max_top >= every row's num_top_logprobs. Entry ids and
+  // mask rows must be in range (the default checks; device kernels skip bad ones). The default
+  // works on host tensors (the CPU backend); logits are not modified.
+  virtual void sample_tokens(const Tensor& logits, const Tensor& rows, const Tensor& entries, const Tensor& masks,
+                             Tensor& out);
 };
 
 inline void Backend::apply_token_mask(Tensor& logits, const Tensor& mask) {

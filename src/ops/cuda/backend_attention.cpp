@@ -59,16 +59,22 @@ void CudaBackend::sparse_attention(const Tensor& q, std::span<const RowView> sou
   DI_CHECK(attention_smem_bytes(a.heads_per_cta, d, a.block) <= kMaxSmem,
            "sparse_attention: head_dim {} with block {} needs too much shared memory", d, a.block);
   if (t_count == 0 || heads == 0) return;
-  // Split the index list across blocks when the grid alone cannot fill the GPU (decode). The
-  // split changes the summation order, so batch-invariant mode keeps one split.
-  const std::int64_t nblocks = ceil_div(std::max(a.kcount, 1), a.block);
-  const std::int64_t ctas = t_count * ceil_div(heads, a.heads_per_cta);
   std::int64_t splits = 1;
-  if (!options_.batch_invariant && ctas < 2 * sm_count_)
-    splits = std::min<std::int64_t>(nblocks, ceil_div(2 * sm_count_, ctas));
-  a.blocks_per_split = static_cast<int>(ceil_div(nblocks, splits));
-  splits = ceil_div(nblocks, a.blocks_per_split);
-  a.splits = static_cast<int>(splits);
+  const bool mma = sparse_attention_mma_eligible(a);  // tensor cores for bf16 q and KV, block 64
+  if (mma) {
+    plan_sparse_attention_mma(a, t_count, sm_count_, options_.batch_invariant);
+    splits = a.splits;
+  } else {
+    // Split the index list across blocks when the grid alone cannot fill the GPU (decode). The
+    // split changes the summation order, so batch-invariant mode keeps one split.
+    const std::int64_t nblocks = ceil_div(std::max(a.kcount, 1), a.block);
+    const std::int64_t ctas = t_count * ceil_div(heads, a.heads_per_cta);
+    if (!options_.batch_invariant && ctas < 2 * sm_count_)
+      splits = std::min<std::int64_t>(nblocks, ceil_div(2 * sm_count_, ctas));
+    a.blocks_per_split = static_cast<int>(ceil_div(nblocks, splits));
+    splits = ceil_div(nblocks, a.blocks_per_split);
+    a.splits = static_cast<int>(splits);
+  }
   activate();
   if (splits > 1) {
     ScratchLayout layout;
@@ -78,7 +84,10 @@ void CudaBackend::sparse_attention(const Tensor& q, std::span<const RowView> sou
     a.part_ml = reinterpret_cast<float*>(base + ml_off);
     a.part_acc = reinterpret_cast<float*>(base + acc_off);
   }
-  launch_sparse_attention(a, t_count, stream_);
+  if (mma)
+    launch_sparse_attention_mma(a, t_count, stream_);
+  else
+    launch_sparse_attention(a, t_count, stream_);
   DI_CUDA_CHECK_LAUNCH("sparse_attention");
 }
 

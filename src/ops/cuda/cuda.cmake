@@ -3,6 +3,7 @@
 # factory instead, so make_cuda_backend() links everywhere.
 set(ops_cuda_sources
   cuda/backend_core.cpp cuda/backend_linear.cpp cuda/backend_attention.cpp cuda/backend_mhc_moe.cpp
+  cuda/backend_sampling.cpp cuda/sampling_kernels.cu
   cuda/backend_graph.cpp
   cuda/cuda_timing.cpp
   cuda/rows_kernels.cu cuda/gemm_kernels.cu cuda/attention_kernels.cu cuda/mhc_compressor_kernels.cu

@@ -96,6 +96,8 @@ class CudaBackend final : public Backend, public GraphBackend {
 
   void argmax(const Tensor& logits, Tensor& out) override;
   void apply_token_mask(Tensor& logits, const Tensor& mask) override;
+  void sample_tokens(const Tensor& logits, const Tensor& rows, const Tensor& entries, const Tensor& masks,
+                     Tensor& out) override;  // backend_sampling.cpp
 
   // ---- graphs and staging (GraphBackend, backend_graph.cpp) -----------------------------------
   void begin_capture() override;

@@ -147,6 +147,13 @@ struct TopkArgs {
 std::size_t attention_smem_bytes(int heads_per_cta, int d, int block);
 std::size_t indexer_smem_bytes(int heads, int d);
 void launch_sparse_attention(const AttentionArgs& args, std::int64_t tokens, cudaStream_t stream);
+// Tensor-core variant (sparse_attention_mma.cu) for bf16 q and KV rows (16-byte aligned), d of 128,
+// 256 or 512 and block 64; f32 activations and other shapes stay on the SIMT kernel above. plan
+// sets heads_per_cta (16 or 64), splits and blocks_per_split (in 64-index tiles; never a split in
+// batch-invariant mode); part_ml / part_acc are used as above when splits > 1.
+bool sparse_attention_mma_eligible(const AttentionArgs& args);
+void plan_sparse_attention_mma(AttentionArgs& args, std::int64_t tokens, int sm_count, bool batch_invariant);
+void launch_sparse_attention_mma(const AttentionArgs& args, std::int64_t tokens, cudaStream_t stream);
 void launch_indexer_scores(const IndexerArgs& args, std::int64_t tokens, cudaStream_t stream);
 void launch_topk_visible(const TopkArgs& args, std::int64_t rows, cudaStream_t stream);
 

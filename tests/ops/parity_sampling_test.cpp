@@ -1,0 +1,98 @@
+// CUDA sampling op against the CPU reference op: the same token, rank, logprob bits and top list
+// for every row, over many seeds, vocabulary sizes and batch sizes (the device must pick exactly
+// what the host Sampler picks; tests/ops/sampling_ops_test.cpp ties the CPU op to the Sampler).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "ops/parity_util.h"
+#include "ops/sampling_cases.h"
+
+namespace deepinfer::ops::test {
+namespace {
+
+std::vector<std::int32_t> sample_on(Backend& be, SamplingBatch& b, bool device) {
+  const std::int64_t width = sample_out_words(b.max_top);
+  std::vector<std::int32_t> out(static_cast<std::size_t>(b.num_rows() * width), -7);
+  Tensor host_out = Tensor::view_of(out.data(), Shape{b.num_rows(), width}, DType::kI32, nullptr);
+  if (!device) {
+    be.sample_tokens(b.logits_tensor(), b.rows_tensor(), b.entries_tensor(), b.masks_tensor(), host_out);
+    return out;
+  }
+  const Tensor logits = to_gpu(b.logits_tensor());
+  const Tensor rows = to_gpu(b.rows_tensor());
+  const Tensor entries = b.entries.empty() ? be.empty(Shape{0, 2}, DType::kI32) : to_gpu(b.entries_tensor());
+  const Tensor masks = b.num_masks == 0 ? be.empty(Shape{0, b.words()}, DType::kI32) : to_gpu(b.masks_tensor());
+  Tensor dev_out = be.empty(Shape{b.num_rows(), width}, DType::kI32);
+  be.sample_tokens(logits, rows, entries, masks, dev_out);
+  be.copy(dev_out, host_out);
+  be.synchronize();
+  return out;
+}
+
+void expect_same(const SamplingBatch& b, const std::vector<std::int32_t>& want, const std::vector<std::int32_t>& got) {
+  const std::int32_t width = sample_out_words(b.max_top);
+  for (std::int32_t r = 0; r < b.num_rows(); ++r) {
+    const SampleRow& row = b.rows[static_cast<std::size_t>(r)];
+    const std::int32_t used = row.num_top_logprobs < 0 ? 1 : width;  // rank/logprob words only when asked
+    for (std::int32_t i = 0; i < used; ++i) {
+      const auto k = static_cast<std::size_t>(r * width + i);
+      ASSERT_EQ(got[k], want[k]) << "row " << r << " word " << i << " (vocab " << b.vocab << ", temperature "
+                                 << row.temperature << ", top_k " << row.top_k << ", top_p " << row.top_p
+                                 << ", min_p " << row.min_p << ", logprobs " << row.num_top_logprobs << ")";
+    }
+  }
+}
+
+TEST(CudaSampling, PicksTheCpuOpsTokensAndLogprobsOverManySeeds) {
+  DEEPINFER_REQUIRE_GPU();
+  std::unique_ptr<Backend> cpu = make_cpu_backend();
+  for (std::uint64_t seed = 0; seed < 80; ++seed) {
+    const std::int32_t vocabs[] = {1, 5, 33, 517, 4099};
+    const std::int32_t vocab = vocabs[seed % 5];
+    SamplingBatch b = make_sampling_batch(seed + 1000, vocab, seed % 7 == 0 ? 1 : 17, 8);
+    expect_same(b, sample_on(*cpu, b, false), sample_on(gpu(), b, true));
+    if (HasFatalFailure()) return;
+  }
+}
+
+TEST(CudaSampling, PicksTheCpuOpsTokensAtDeepSeekVocabulary) {
+  DEEPINFER_REQUIRE_GPU();
+  std::unique_ptr<Backend> cpu = make_cpu_backend();
+  for (std::uint64_t seed = 0; seed < 3; ++seed) {
+    SamplingBatch b = make_sampling_batch(seed + 77, 129280, 12, 20);
+    expect_same(b, sample_on(*cpu, b, false), sample_on(gpu(), b, true));
+  }
+}
+
+// Time per call at the DeepSeek vocabulary (not a pass/fail check: the numbers go to PERFORMANCE.md).
+TEST(CudaSampling, TimesTheDeviceSamplerAtDeepSeekVocabulary) {
+  DEEPINFER_REQUIRE_GPU();
+  for (const bool filtered : {false, true}) {
+    for (const std::int32_t rows : {1, 32, 128}) {
+      SamplingBatch b = make_sampling_batch(5, 129280, rows, 20);
+      for (SampleRow& row : b.rows) {
+        row = SampleRow{.temperature = 1.0f, .top_p = filtered ? 0.95f : 1.0f, .top_k = filtered ? 50 : -1,
+                        .seed_lo = row.seed_lo, .position = row.position};
+        row.raw_ban_end = 5;
+      }
+      const Tensor logits = to_gpu(b.logits_tensor()), rows_t = to_gpu(b.rows_tensor());
+      const Tensor entries = to_gpu(b.entries_tensor());
+      const Tensor masks = gpu().empty(Shape{0, b.words()}, DType::kI32);
+      Tensor out = gpu().empty(Shape{rows, sample_out_words(b.max_top)}, DType::kI32);
+      gpu().sample_tokens(logits, rows_t, entries, masks, out);
+      gpu().synchronize();
+      const int reps = 20;
+      const auto start = std::chrono::steady_clock::now();
+      for (int i = 0; i < reps; ++i) gpu().sample_tokens(logits, rows_t, entries, masks, out);
+      gpu().synchronize();
+      const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / reps;
+      std::printf("device sampling vocab 129280 rows %d %s: %.1f us per call\n", rows,
+                  filtered ? "top_k 50 + top_p 0.95" : "temperature 1 (full vocabulary)", us);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace deepinfer::ops::test
