@@ -161,6 +161,11 @@ class Backend {
   // works on host tensors (the CPU backend); logits are not modified.
   virtual void sample_tokens(const Tensor& logits, const Tensor& rows, const Tensor& entries, const Tensor& masks,
                              Tensor& out);
+
+ protected:
+  // sample_tokens' shape and dtype checks (every backend); returns max_top.
+  static std::int64_t check_sample_tokens(const Tensor& logits, const Tensor& rows, const Tensor& entries,
+                                          const Tensor& masks, const Tensor& out);
 };
 
 inline void Backend::apply_token_mask(Tensor& logits, const Tensor& mask) {

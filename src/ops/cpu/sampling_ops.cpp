@@ -174,11 +174,12 @@ void sample_row(const float* logits, std::int64_t vocab, const SampleRow& row, c
 
 }  // namespace
 
-void Backend::sample_tokens(const Tensor& logits, const Tensor& rows, const Tensor& entries, const Tensor& masks,
-                            Tensor& out) {
+std::int64_t Backend::check_sample_tokens(const Tensor& logits, const Tensor& rows, const Tensor& entries,
+                                          const Tensor& masks, const Tensor& out) {
   DI_CHECK(logits.dtype() == DType::kF32 && logits.ndim() == 2 && (logits.dim(0) <= 1 || logits.stride(1) == 1),
            "sample_tokens: logits {} must be f32 [T, V]", logits.shape());
   const std::int64_t t_rows = logits.dim(0), vocab = logits.dim(1), words = (vocab + 31) / 32;
+  DI_CHECK(vocab >= 1 && vocab < (std::int64_t{1} << 30), "sample_tokens: vocab {} out of range", vocab);
   DI_CHECK(rows.dtype() == DType::kI32 && rows.shape() == Shape({t_rows, kSampleRowWords}) && rows.is_contiguous(),
            "sample_tokens: rows {} must be i32 [{}, {}]", rows.shape(), t_rows, kSampleRowWords);
   DI_CHECK(entries.dtype() == DType::kI32 && entries.ndim() == 2 && entries.dim(1) == 2 && entries.is_contiguous(),
@@ -188,10 +189,16 @@ void Backend::sample_tokens(const Tensor& logits, const Tensor& rows, const Tens
   DI_CHECK(out.dtype() == DType::kI32 && out.ndim() == 2 && out.dim(0) == t_rows && out.dim(1) >= kSampleOutFixed &&
                (out.dim(1) - kSampleOutFixed) % 2 == 0 && out.is_contiguous(),
            "sample_tokens: out {} must be i32 [{}, 3 + 2 * max_top]", out.shape(), t_rows);
+  return (out.dim(1) - kSampleOutFixed) / 2;
+}
+
+void Backend::sample_tokens(const Tensor& logits, const Tensor& rows, const Tensor& entries, const Tensor& masks,
+                            Tensor& out) {
+  const auto max_top = static_cast<std::int32_t>(check_sample_tokens(logits, rows, entries, masks, out));
+  const std::int64_t t_rows = logits.dim(0), vocab = logits.dim(1), words = (vocab + 31) / 32;
   for (const Tensor* t : std::initializer_list<const Tensor*>{&logits, &rows, &entries, &masks, &out}) {
     DI_CHECK(t->device().is_cpu(), "sample_tokens: the {} backend needs host tensors", name());
   }
-  const auto max_top = static_cast<std::int32_t>((out.dim(1) - kSampleOutFixed) / 2);
   const auto* row_data = static_cast<const SampleRow*>(rows.raw_data());
   const auto* entry_data = static_cast<const SampleEntry*>(entries.raw_data());
   const auto* mask_data = static_cast<const std::uint32_t*>(masks.raw_data());

@@ -8,20 +8,8 @@ namespace deepinfer::ops::cuda {
 
 void CudaBackend::sample_tokens(const Tensor& logits, const Tensor& rows, const Tensor& entries, const Tensor& masks,
                                 Tensor& out) {
-  DI_CHECK(logits.dtype() == DType::kF32 && logits.ndim() == 2 && (logits.dim(0) <= 1 || logits.stride(1) == 1),
-           "sample_tokens: logits {} must be f32 [T, V]", logits.shape());
-  const std::int64_t t_rows = logits.dim(0), vocab = logits.dim(1), words = (vocab + 31) / 32;
-  DI_CHECK(vocab >= 1 && vocab < (std::int64_t{1} << 30), "sample_tokens: vocab {} out of range", vocab);
-  DI_CHECK(rows.dtype() == DType::kI32 && rows.shape() == Shape({t_rows, kSampleRowWords}) && rows.is_contiguous(),
-           "sample_tokens: rows {} must be i32 [{}, {}]", rows.shape(), t_rows, kSampleRowWords);
-  DI_CHECK(entries.dtype() == DType::kI32 && entries.ndim() == 2 && entries.dim(1) == 2 && entries.is_contiguous(),
-           "sample_tokens: entries {} must be i32 [N, 2]", entries.shape());
-  DI_CHECK(masks.dtype() == DType::kI32 && masks.ndim() == 2 && masks.dim(1) == words && masks.is_contiguous(),
-           "sample_tokens: masks {} must be i32 [M, {}]", masks.shape(), words);
-  DI_CHECK(out.dtype() == DType::kI32 && out.ndim() == 2 && out.dim(0) == t_rows && out.dim(1) >= kSampleOutFixed &&
-               (out.dim(1) - kSampleOutFixed) % 2 == 0 && out.is_contiguous(),
-           "sample_tokens: out {} must be i32 [{}, 3 + 2 * max_top]", out.shape(), t_rows);
-  const std::int64_t max_top = (out.dim(1) - kSampleOutFixed) / 2;
+  const std::int64_t max_top = check_sample_tokens(logits, rows, entries, masks, out);
+  const std::int64_t t_rows = logits.dim(0), vocab = logits.dim(1);
   DI_CHECK(max_top <= kMaxSampleTop, "sample_tokens: {} top logprobs per row; the CUDA sampler keeps at most {}",
            max_top, kMaxSampleTop);
   if (t_rows == 0) return;
