@@ -18,6 +18,7 @@ std::uint64_t group_term(std::int32_t token) { return static_cast<std::uint64_t>
 
 FakeModelRunner::FakeModelRunner(FakeModelConfig config) : config_(config) {
   DI_CHECK(config_.vocab_size >= 2, "fake model: vocab_size {} must be >= 2", config_.vocab_size);
+  if (config_.device_logits) backend_ = ops::make_cpu_backend();
   DI_CHECK(config_.window >= 1 && config_.ratio >= 1 && config_.max_rollback_tokens >= 0,
            "fake model: window {}, ratio {}, max_rollback_tokens {} out of range", config_.window, config_.ratio,
            config_.max_rollback_tokens);
@@ -35,6 +36,29 @@ cache::CacheSpec FakeModelRunner::cache_spec() const {
     spec.max_rollback_tokens = config_.max_rollback_tokens;
   }
   return spec;
+}
+
+void FakeModelRunner::launch(const ForwardBatch& batch) {
+  if (!backend_) {
+    ModelRunner::launch(batch);
+    return;
+  }
+  launched_rows_ = batch.num_logit_rows();
+  device_logits_ = Tensor::empty(Shape{launched_rows_, config_.vocab_size}, DType::kF32);
+  forward(batch, std::span<float>(device_logits_.data<float>(), static_cast<std::size_t>(device_logits_.numel())));
+}
+
+void FakeModelRunner::collect(std::span<float> logits) {
+  if (!backend_) {
+    ModelRunner::collect(logits);
+    return;
+  }
+  DI_CHECK(launched_rows_ >= 0, "fake model: collect() without launch()");
+  launched_rows_ = -1;
+  if (logits.empty()) return;
+  DI_CHECK(logits.size() == static_cast<std::size_t>(device_logits_.numel()), "fake model: {} logits for {}",
+           logits.size(), device_logits_.numel());
+  std::copy_n(device_logits_.data<float>(), logits.size(), logits.begin());
 }
 
 void FakeModelRunner::allocate_cache(const cache::CacheLayout& layout) {

@@ -6,10 +6,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "engine/model_runner.h"
+#include "ops/backend.h"
 
 namespace deepinfer::engine {
 
@@ -21,6 +23,9 @@ struct FakeModelConfig {
   bool fixed_state = true;               // false: a model with paged stores only
   std::uint64_t salt = 0;                // a different salt is a different model
   float logit_scale = 4.0f;              // logits lie in [-scale, scale]
+  // Keep each step's logits in a tensor of a CPU ops backend and report it as device_backend(),
+  // so engine tests drive the device-sampling path (Backend::sample_tokens) without a GPU.
+  bool device_logits = false;
 };
 
 class FakeModelRunner final : public ModelRunner {
@@ -31,6 +36,10 @@ class FakeModelRunner final : public ModelRunner {
   std::int32_t vocab_size() const override { return config_.vocab_size; }
   void allocate_cache(const cache::CacheLayout& layout) override;
   void forward(const ForwardBatch& batch, std::span<float> logits) override;
+  void launch(const ForwardBatch& batch) override;
+  void collect(std::span<float> logits) override;
+  ops::Backend* device_backend() override { return backend_.get(); }
+  const Tensor& device_logits() const override { return device_logits_; }
 
   // The oracle: logits for the token that follows `history`, computed without any cache.
   void reference_logits(std::span<const std::int32_t> history, std::span<float> out) const;
@@ -60,6 +69,9 @@ class FakeModelRunner final : public ModelRunner {
   std::vector<std::uint64_t> group_store_;  // paged store 1: one row per `ratio` tokens
   std::vector<State> slots_, snapshots_;
   std::int64_t num_forward_calls_ = 0, num_forward_tokens_ = 0;
+  std::unique_ptr<ops::Backend> backend_;  // with device_logits
+  Tensor device_logits_;
+  std::int64_t launched_rows_ = -1;        // rows of the launched step (device_logits mode)
 };
 
 }  // namespace deepinfer::engine

@@ -3,6 +3,8 @@
 // a plain loop over the fake model's cache-free reference logits.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <map>
 #include <memory>
@@ -117,7 +119,7 @@ inline std::unique_ptr<Engine> make_engine(const EngineConfig& config, FakeModel
 }
 
 // Steps until every request finished; returns request id -> completions. Checks the scheduler's
-// reference counts after every step and that the engine does not stall.
+// reference counts after every step without a step in flight, and that the engine does not stall.
 inline std::map<std::string, std::vector<Generated>> run_to_completion(Engine& engine, int max_steps = 100000) {
   std::map<std::string, std::vector<Generated>> out;
   for (int step = 0; engine.has_unfinished(); ++step) {
@@ -133,6 +135,11 @@ inline std::map<std::string, std::vector<Generated>> run_to_completion(Engine& e
         if (c.finish_reason != FinishReason::kNone) g.finish = c.finish_reason;
       }
     }
+    // A step in flight (overlapped loop) holds pages for tokens not committed yet.
+    if (!engine.has_in_flight()) engine.scheduler().check_invariants();
+  }
+  if (engine.has_in_flight()) {
+    EXPECT_TRUE(engine.step().empty());  // only finished sequences were left in flight
     engine.scheduler().check_invariants();
   }
   return out;

@@ -1,0 +1,211 @@
+// The overlapped step loop and device sampling against the synchronous host loop: the same
+// tokens, text, finish reasons and logprobs for every request, whatever the loop and wherever the
+// sampling runs; aborts and stop strings that land while a step is in flight lose nothing.
+#include <gtest/gtest.h>
+
+#include "engine/engine_test_support.h"
+
+namespace deepinfer::engine {
+namespace {
+
+using testing::Generated;
+using testing::make_engine;
+using testing::make_prompt;
+using testing::run_to_completion;
+using testing::small_config;
+
+// Proposes the last token twice: often wrong, sometimes right, so verification runs both ways.
+class RepeatLastDrafter final : public DraftProposer {
+ public:
+  std::vector<std::int32_t> propose(SeqId, std::span<const std::int32_t> tokens, std::int32_t max_tokens) override {
+    std::vector<std::int32_t> out(static_cast<std::size_t>(std::min(max_tokens, 2)), tokens.back());
+    return out;
+  }
+};
+
+struct LoopSetup {
+  EngineConfig::Overlap overlap = EngineConfig::Overlap::kOff;
+  bool device = false;  // fake logits on a CPU ops backend: sampled by Backend::sample_tokens
+  bool drafts = false;
+};
+
+std::unique_ptr<Engine> make_loop_engine(const LoopSetup& setup) {
+  EngineConfig config = small_config(256);
+  config.overlap = setup.overlap;
+  config.unsampleable_token_ids = {61, 62};
+  config.scheduler.max_draft_tokens = setup.drafts ? 2 : 0;
+  FakeModelConfig model;
+  model.device_logits = setup.device;
+  auto engine = make_engine(config, model, /*with_detokenizer=*/true);
+  if (setup.drafts) engine->set_draft_proposer(std::make_shared<RepeatLastDrafter>());
+  return engine;
+}
+
+// A mixed workload: greedy and seeded sampling with every filter, penalties, bias, min_tokens,
+// stop strings and stop ids, n = 2, logprobs.
+void add_workload(Engine& engine) {
+  for (int i = 0; i < 24; ++i) {
+    SamplingParams p;
+    p.seq_seed = 1000 + static_cast<std::uint64_t>(i);
+    p.max_tokens = 6 + (i * 7) % 30;
+    p.temperature = i % 5 == 0 ? 0.0f : 0.7f + 0.1f * static_cast<float>(i % 4);
+    if (i % 3 == 1) p.top_k = 5 + i % 7;
+    if (i % 4 == 2) p.top_p = 0.8f;
+    if (i % 6 == 3) p.min_p = 0.05f;
+    if (i % 5 == 1) p.repetition_penalty = 1.3f;
+    if (i % 7 == 2) {
+      p.frequency_penalty = 0.5f;
+      p.presence_penalty = -0.25f;
+    }
+    if (i % 4 == 3) p.logit_bias = {{3, 2.5f}, {7, -4.0f}};
+    if (i % 6 == 4) p.min_tokens = 4;
+    if (i % 3 == 2) p.stop = {"e", "ab"};
+    if (i % 8 == 5) p.stop_token_ids = {9, 11};
+    if (i % 9 == 4) p.n = 2;
+    if (i % 4 == 1) p.logprobs = 3;
+    engine.add_request("r" + std::to_string(i), make_prompt(5 + i % 11, static_cast<std::uint32_t>(i), 60), p);
+  }
+}
+
+void expect_same_outputs(const std::map<std::string, std::vector<Generated>>& want,
+                         const std::map<std::string, std::vector<Generated>>& got, const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (const auto& [id, completions] : want) {
+    const auto it = got.find(id);
+    ASSERT_NE(it, got.end()) << what << ": " << id;
+    ASSERT_EQ(it->second.size(), completions.size()) << what << ": " << id;
+    for (std::size_t c = 0; c < completions.size(); ++c) {
+      const Generated& a = completions[c];
+      const Generated& b = it->second[c];
+      SCOPED_TRACE(::testing::Message() << what << ": " << id << " completion " << c);
+      EXPECT_EQ(b.tokens, a.tokens);
+      EXPECT_EQ(b.text, a.text);
+      EXPECT_EQ(b.finish, a.finish);
+      ASSERT_EQ(b.logprobs.size(), a.logprobs.size());
+      for (std::size_t t = 0; t < a.logprobs.size(); ++t) {
+        EXPECT_EQ(b.logprobs[t].token, a.logprobs[t].token);
+        EXPECT_EQ(b.logprobs[t].logprob, a.logprobs[t].logprob);
+        EXPECT_EQ(b.logprobs[t].rank, a.logprobs[t].rank);
+        EXPECT_EQ(b.logprobs[t].top, a.logprobs[t].top);
+      }
+    }
+  }
+}
+
+std::map<std::string, std::vector<Generated>> run_workload(const LoopSetup& setup, Engine** keep = nullptr) {
+  static std::unique_ptr<Engine> last;
+  last = make_loop_engine(setup);
+  add_workload(*last);
+  if (keep != nullptr) *keep = last.get();
+  return run_to_completion(*last);
+}
+
+TEST(EngineOverlap, EveryLoopAndSamplingPlaceGivesTheSynchronousHostOutputs) {
+  for (const bool drafts : {false, true}) {
+    const auto want = run_workload({EngineConfig::Overlap::kOff, false, drafts});
+    Engine* engine = nullptr;
+    expect_same_outputs(want, run_workload({EngineConfig::Overlap::kOn, false, drafts}, &engine), "overlapped host");
+    EXPECT_TRUE(engine->overlapped());
+    expect_same_outputs(want, run_workload({EngineConfig::Overlap::kOff, true, drafts}, &engine), "sync device");
+    EXPECT_GT(engine->stats().device_sampled_rows, 0);
+    expect_same_outputs(want, run_workload({EngineConfig::Overlap::kAuto, true, drafts}, &engine), "overlapped device");
+    EXPECT_TRUE(engine->overlapped());  // kAuto: on, since the logits live on a (CPU ops) backend
+    if (drafts) {
+      EXPECT_GT(engine->stats().accepted_draft_tokens, 0);
+    }
+  }
+}
+
+TEST(EngineOverlap, OverlappedLoopKeepsAStepInFlightBetweenCalls) {
+  auto engine = make_loop_engine({EngineConfig::Overlap::kOn, true, false});
+  add_workload(*engine);
+  engine->step();  // launches the first batch, reports nothing of it yet
+  EXPECT_TRUE(engine->has_in_flight());
+  run_to_completion(*engine);
+  EXPECT_FALSE(engine->has_unfinished());
+}
+
+TEST(EngineOverlap, AbortWhileAStepIsInFlightLosesNothing) {
+  const auto want = run_workload({EngineConfig::Overlap::kOff, false, false});
+  auto engine = make_loop_engine({EngineConfig::Overlap::kOn, true, false});
+  add_workload(*engine);
+  std::map<std::string, std::vector<Generated>> got;
+  int aborted_reports = 0;
+  for (int step = 0; engine->has_unfinished(); ++step) {
+    ASSERT_LT(step, 10000);
+    if (step == 4) {
+      ASSERT_TRUE(engine->has_in_flight());
+      engine->abort("r7");
+      engine->abort("r4");  // n = 2
+    }
+    for (RequestOutput& r : engine->step()) {
+      auto& completions = got[r.request_id];
+      for (CompletionOutput& c : r.completions) {
+        if (completions.size() <= static_cast<std::size_t>(c.index)) completions.resize(static_cast<std::size_t>(c.index) + 1);
+        Generated& g = completions[static_cast<std::size_t>(c.index)];
+        g.tokens.insert(g.tokens.end(), c.token_ids.begin(), c.token_ids.end());
+        g.text += c.text;
+        if (c.finish_reason == FinishReason::kAbort) ++aborted_reports;
+        if (c.finish_reason != FinishReason::kNone) g.finish = c.finish_reason;
+      }
+    }
+    if (!engine->has_in_flight()) engine->scheduler().check_invariants();
+  }
+  EXPECT_EQ(aborted_reports, 3);  // r7, and both completions of r4
+  for (const auto& [id, completions] : want) {
+    for (std::size_t c = 0; c < completions.size(); ++c) {
+      const Generated& a = completions[c];
+      const Generated& b = got.at(id).at(c);
+      if (id == "r7" || id == "r4") {
+        // What was reported before the abort is exactly the start of the full generation.
+        EXPECT_EQ(b.finish, FinishReason::kAbort) << id;
+        ASSERT_LE(b.tokens.size(), a.tokens.size()) << id;
+        EXPECT_TRUE(std::equal(b.tokens.begin(), b.tokens.end(), a.tokens.begin())) << id;
+        continue;
+      }
+      EXPECT_EQ(b.tokens, a.tokens) << id;
+      EXPECT_EQ(b.text, a.text) << id;
+      EXPECT_EQ(b.finish, a.finish) << id;
+    }
+  }
+}
+
+TEST(EngineOverlap, StopStringFoundAfterTheNextStepLaunchedEndsTheRequestOnce) {
+  // Greedy requests whose stop string completes mid-generation: the overlapped loop has already
+  // launched the next step for them when the text shows the stop; that token is dropped.
+  const auto run = [](EngineConfig::Overlap overlap) {
+    auto engine = make_loop_engine({overlap, true, false});
+    for (int i = 0; i < 6; ++i) {
+      SamplingParams p;
+      p.temperature = 0.0f;
+      p.max_tokens = 40;
+      p.stop = {"e", "c", "a"};
+      engine->add_request("s" + std::to_string(i), make_prompt(7 + i, 50u + static_cast<std::uint32_t>(i), 60), p);
+    }
+    std::map<std::string, int> finished;
+    std::map<std::string, std::vector<Generated>> out;
+    while (engine->has_unfinished()) {
+      for (RequestOutput& r : engine->step()) {
+        if (r.finished) ++finished[r.request_id];
+        for (CompletionOutput& c : r.completions) {
+          auto& g = out[r.request_id];
+          g.resize(1);
+          g[0].tokens.insert(g[0].tokens.end(), c.token_ids.begin(), c.token_ids.end());
+          g[0].text += c.text;
+          if (c.finish_reason != FinishReason::kNone) g[0].finish = c.finish_reason;
+        }
+      }
+      if (!engine->has_in_flight()) engine->scheduler().check_invariants();
+    }
+    for (const auto& [id, n] : finished) EXPECT_EQ(n, 1) << id;
+    return out;
+  };
+  const auto want = run(EngineConfig::Overlap::kOff);
+  int stopped = 0;
+  for (const auto& [id, g] : want) stopped += g[0].finish == FinishReason::kStop ? 1 : 0;
+  EXPECT_GT(stopped, 0);
+  expect_same_outputs(want, run(EngineConfig::Overlap::kOn), "overlapped");
+}
+
+}  // namespace
+}  // namespace deepinfer::engine
