@@ -40,6 +40,17 @@ const char* fault_text(DeviceFault f) {
   }
 }
 
+// Shared ownership of cudaMalloc'd memory: freed on its own device, whichever is current then.
+std::shared_ptr<const void> own_device_memory(void* ptr, int device) {
+  return std::shared_ptr<const void>(ptr, [device](const void* p) {
+    int previous = 0;
+    cudaGetDevice(&previous);
+    cudaSetDevice(device);
+    cudaFree(const_cast<void*>(p));
+    cudaSetDevice(previous);
+  });
+}
+
 }  // namespace
 
 DevWeightFormat dev_format(WeightFormat f) {
@@ -90,7 +101,7 @@ CudaBackend::~CudaBackend() {
   cudaSetDevice(device_);
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
   expert_tables_.clear();
-  scratch_owner_.reset();
+  scratch_owner_.reset();  // frees scratch_ (graphs must not outlive their backend)
   cudaFree(cublas_workspace_);
   cudaFree(err_);
   if (lt_ != nullptr) cublasLtDestroy(lt_);
@@ -123,14 +134,7 @@ std::uint8_t* CudaBackend::scratch(std::size_t bytes, const char* op) {
     throw_error("CUDA backend: cannot allocate {} bytes of scratch on device {} ({} of {} bytes free)", grown, device_,
                 free_bytes, total_bytes);
   }
-  const int index = device_;
-  scratch_owner_ = std::shared_ptr<const void>(scratch_, [index](const void* p) {
-    int previous = 0;
-    cudaGetDevice(&previous);
-    cudaSetDevice(index);
-    cudaFree(const_cast<void*>(p));
-    cudaSetDevice(previous);
-  });
+  scratch_owner_ = own_device_memory(scratch_, device_);
   scratch_bytes_ = grown;
   return scratch_;
 }
@@ -242,15 +246,7 @@ Tensor CudaBackend::empty(const Shape& shape, DType dtype) {
     throw_error("CUDA backend: cannot allocate {} bytes for a {} {} tensor on device {} ({} of {} bytes free)", bytes,
                 dtype_name(dtype), shape, device_, free_bytes, total_bytes);
   }
-  const int index = device_;
-  std::shared_ptr<const void> owner(ptr, [index](const void* p) {
-    int previous = 0;
-    cudaGetDevice(&previous);
-    cudaSetDevice(index);
-    cudaFree(const_cast<void*>(p));
-    cudaSetDevice(previous);
-  });
-  return Tensor::view_of(ptr, shape, dtype, std::move(owner), device());
+  return Tensor::view_of(ptr, shape, dtype, own_device_memory(ptr, device_), device());
 }
 
 void CudaBackend::copy(const Tensor& src, Tensor& dst) {
