@@ -18,6 +18,8 @@
 //   ... each step: write staging.host(...); staging.upload(); graph.replay(); read outputs.
 // While capturing, calls that cannot be captured (device allocation, host copies, synchronize,
 // scratch growth) throw deepinfer::Error naming the op and the capture is abandoned cleanly.
+// Threads: a capture records everything enqueued on the backend's stream, so no other thread may
+// use the backend between begin_capture and end_capture; replays may come from any thread.
 #pragma once
 
 #include <cstddef>
