@@ -275,7 +275,8 @@ void bench_attention(Backend& b, const Roof& roof) {
               "64 gathered rows per tile; the index list split across CTAs when the grid cannot fill the GPU, "
               "never in batch-invariant mode). Bytes = gathered KV rows (1 KB each, per token) + q + out; FLOPs = "
               "4·T·H·rows·d; floor = max(bytes / HBM, FLOPs / bf16 peak). 8K context: 128 window rows + 512 of the "
-              "2048 compressed rows (CSA); HCA: 128 + all 64 compressed rows.\n\n");
+              "2048 compressed rows (CSA); HCA: 128 + all 64 compressed rows. 'SIMT (block 32)' = the scalar kernel "
+              "that ran before (other block sizes and f32 activations still take it).\n\n");
   std::printf("| case | tokens | path | time µs | GB/s | TFLOP/s | floor µs | floor/time |\n");
   std::printf("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |\n");
   std::vector<AttnBenchCase> cases;
@@ -291,15 +292,17 @@ void bench_attention(Backend& b, const Roof& roof) {
     const double bytes = static_cast<double>(in.valid) * d * 2.0 + 2.0 * c.tokens * heads * d * 2.0;
     const double flops = 4.0 * static_cast<double>(in.valid) * heads * d;
     const double fl = floor_us(bytes, flops, roof.bf16_tflops, roof);
-    for (Backend* be : {&b, invariant.get()}) {
-      if (be != &b && c.tokens > 128) continue;  // prefill does not split either way
-      const CudaTiming tm = cuda_time(*be, [&] { be->sparse_attention(in.q, src, in.idx, sinks, opt, in.out); }, 5, 10);
+    auto row = [&](const char* path, Backend& be, const AttentionOptions& o) {
+      const CudaTiming tm = cuda_time(be, [&] { be.sparse_attention(in.q, src, in.idx, sinks, o, in.out); }, 5, 10);
       const double us = tm.median_ms * 1e3;
       std::printf("| %s | %lld | %s | %.1f | %.0f | %.1f | %.1f | %.0f%% |\n", c.name, static_cast<long long>(c.tokens),
-                  be == &b ? "default" : "batch-invariant", us, bytes / (us * 1e3), flops / (us * 1e6), fl,
-                  100.0 * fl / us);
+                  path, us, bytes / (us * 1e3), flops / (us * 1e6), fl, 100.0 * fl / us);
       std::fflush(stdout);
-    }
+    };
+    row("default", b, opt);
+    if (c.tokens <= 128) row("batch-invariant", *invariant, opt);  // prefill does not split either way
+    // The SIMT kernel (the path before the tensor-core kernel) is what block sizes other than 64 take.
+    if (c.tokens <= 128 && !c.prefill && c.topk == 512) row("SIMT (block 32)", b, AttentionOptions{opt.scale, true, 32});
   }
   std::printf("\n");
 }

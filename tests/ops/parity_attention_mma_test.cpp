@@ -1,5 +1,5 @@
 // CUDA vs CPU parity of the tensor-core sparse attention (bf16 q and KV rows, block 64): decode and
-// prefill token counts, 1 to 777 indices with -1 holes, whole -1 tiles and rows, three KV sources
+// prefill token counts, 1 to 2100 indices with -1 holes, whole -1 tiles and rows, three KV sources
 // (two paged), sinks, bf16-rounded and f32 probabilities; plus batch invariance bit for bit.
 #include "ops/parity_util.h"
 
@@ -70,7 +70,9 @@ TEST(CudaParity, TensorCoreSparseAttentionMatchesCpu) {
       {64, 64, 512, 192, true, DType::kBF16},  {64, 8, 128, 700, false, DType::kBF16},
       {300, 64, 512, 65, false, DType::kBF16}, {300, 64, 512, 129, true, DType::kF32},
       {3, 20, 256, 1, true, DType::kBF16},     {5, 128, 512, 130, true, DType::kBF16},
-      {8, 64, 512, 640, false, DType::kF32},   {32, 64, 512, 640, true, DType::kBF16}};
+      {8, 64, 512, 640, false, DType::kF32},   {32, 64, 512, 640, true, DType::kBF16},
+      // past 16 tiles: row addresses resolved again inside the loop (unsplit)
+      {150, 64, 512, 1100, true, DType::kBF16}, {2, 16, 128, 2100, false, DType::kBF16}};
   for (const MmaAttnCase& c : cases) check_mma_attention(c, gpu());
   for (const MmaAttnCase& c : cases) check_mma_attention(c, gpu_invariant());
 }

@@ -5,6 +5,7 @@
 
 #include "ops/cuda/device_formats.cuh"
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/mma_sync.cuh"
 
 namespace deepinfer::ops::cuda {
 namespace {
@@ -37,70 +38,41 @@ __device__ __forceinline__ int swizzled(int row, int col) {  // byte offset of (
   return row * kCols * 2 + ((((col >> 3) ^ (row & 7))) << 4);
 }
 
-__device__ __forceinline__ std::uint32_t smem_u32(const void* p) {
-  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// 16 bytes global -> shared; zero-filled when !valid (src is then not read but must be mapped).
-__device__ __forceinline__ void cp_async16(std::uint32_t dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-__device__ __forceinline__ void ldsm_x4(std::uint32_t addr, std::uint32_t (&r)[4]) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-__device__ __forceinline__ void ldsm_x2(std::uint32_t addr, std::uint32_t (&r)[2]) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(addr));
-}
-__device__ __forceinline__ void ldsm_x4_trans(std::uint32_t addr, std::uint32_t (&r)[4]) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
-// c += a · b for one m16n8k16 tile (bf16 operands, f32 accumulators).
-__device__ __forceinline__ void mma_bf16(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
-                                         std::uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// Address of the KV row behind a virtual index (sources concatenated, page tables resolved), or
-// null for -1 and for bad indices / page entries (reported through the fault word, as the SIMT
-// kernel does, and then skipped).
-__device__ const std::uint16_t* kv_row(const AttentionArgs& a, std::int32_t index) {
-  if (index < 0) return nullptr;
-  const std::int64_t total = a.src_start[a.num_sources];
-  if (index >= total) {
-    report_fault(a.err, DeviceFault::kAttnIndex, index, total);
-    return nullptr;
-  }
-  int s = a.num_sources - 1;
-  while (s > 0 && a.src_start[s] > index) --s;
-  const std::int64_t phys = physical_row(a.src[s], index - a.src_start[s]);
-  if (phys < 0) {
-    report_fault(a.err, DeviceFault::kPageTable, index, total);
-    return nullptr;
-  }
-  return static_cast<const std::uint16_t*>(a.src[s].rows.base) + phys * a.src[s].rows.stride;
-}
-
-// Row addresses of index positions [begin, begin + kResolveRows) clipped to end; all loads of a
-// round are independent, so their latency is paid once per kResolveTiles tiles.
+// Row addresses of index positions [begin, begin + kResolveRows) clipped to end (null for -1 and
+// for bad indices or page entries, which are reported through the fault word as the SIMT kernel
+// does, then skipped). Each thread loads all its indices, then all its page entries, so a round
+// costs two memory latencies, paid once per kResolveTiles tiles.
 __device__ void resolve_rows(const AttentionArgs& a, const std::int32_t* idx, int begin, int end,
                              const std::uint16_t** ptr_s) {
-  for (int j = threadIdx.x; j < kResolveRows; j += kThreads)
-    ptr_s[j] = begin + j < end ? kv_row(a, idx[begin + j]) : nullptr;
+  constexpr int kPer = kResolveRows / kThreads;
+  const std::int64_t total = a.src_start[a.num_sources];
+  std::int32_t index[kPer];
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const int r = begin + static_cast<int>(threadIdx.x) + i * kThreads;
+    index[i] = r < end ? idx[r] : -1;
+  }
+  int src[kPer];
+  std::int64_t phys[kPer];
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    int s = a.num_sources - 1;
+    while (s > 0 && a.src_start[s] > index[i]) --s;
+    src[i] = s;
+    phys[i] = (index[i] >= 0 && index[i] < total) ? physical_row(a.src[s], index[i] - a.src_start[s]) : -1;
+  }
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const std::uint16_t* p = nullptr;
+    if (index[i] >= total) {
+      report_fault(a.err, DeviceFault::kAttnIndex, index[i], total);
+    } else if (index[i] >= 0 && phys[i] < 0) {
+      report_fault(a.err, DeviceFault::kPageTable, index[i], total);
+    } else if (index[i] >= 0) {
+      p = static_cast<const std::uint16_t*>(a.src[src[i]].rows.base) + phys[i] * a.src[src[i]].rows.stride;
+    }
+    ptr_s[threadIdx.x + i * kThreads] = p;
+  }
 }
 
 // Starts the copy of one tile's 64 rows into a stage (invalid rows become zeros, so 0 · row stays 0)
@@ -111,7 +83,7 @@ __device__ void issue_tile(const std::uint16_t* const* rows, std::uint8_t* stage
   for (int i = threadIdx.x; i < kTileRows * kChunks; i += kThreads) {
     const int row = i / kChunks, chunk = i % kChunks;
     const std::uint16_t* p = rows[row];
-    cp_async16(smem_u32(stage + swizzled<D>(row, chunk * 8)), p != nullptr ? p + chunk * 8 : any, p != nullptr);
+    cp_async16_zfill(smem_u32(stage + swizzled<D>(row, chunk * 8)), p != nullptr ? p + chunk * 8 : any, p != nullptr);
   }
   if (threadIdx.x < kTileRows) valid_s[threadIdx.x] = rows[threadIdx.x] != nullptr ? 1 : 0;
 }
@@ -123,7 +95,7 @@ __device__ void load_q(const AttentionArgs& a, std::int64_t t, int h0, int nh, s
   for (int i = threadIdx.x; i < 16 * MT * kChunks; i += kThreads) {
     const int h = i / kChunks, chunk = i % kChunks;
     const std::int64_t row = t * a.heads + h0 + min(h, nh - 1);
-    cp_async16(smem_u32(q_s + swizzled<D>(h, chunk * 8)), base + row * a.q.stride + chunk * 8, h < nh);
+    cp_async16_zfill(smem_u32(q_s + swizzled<D>(h, chunk * 8)), base + row * a.q.stride + chunk * 8, h < nh);
   }
 }
 
@@ -146,15 +118,15 @@ __device__ __forceinline__ void tile_scores(const std::uint8_t* q_s, const std::
     if constexpr (MT == 1) {
       std::uint32_t bf[2];
       ldsm_x2(smem_u32(kv + swizzled<D>(n_base + (lane & 7), k0 + ((lane >> 3) & 1) * 8)), bf);
-      mma_bf16(s[0], af, bf[0], bf[1]);
+      mma_m16n8k16_bf16(s[0], af, bf[0], bf[1]);
     } else {
 #pragma unroll
       for (int j = 0; j < MT; j += 2) {
         std::uint32_t bf[4];
         ldsm_x4(smem_u32(kv + swizzled<D>(n_base + j * 8 + (lane & 7) + (lane >> 4) * 8, k0 + ((lane >> 3) & 1) * 8)),
                 bf);
-        mma_bf16(s[j], af, bf[0], bf[1]);
-        mma_bf16(s[j + 1], af, bf[2], bf[3]);
+        mma_m16n8k16_bf16(s[j], af, bf[0], bf[1]);
+        mma_m16n8k16_bf16(s[j + 1], af, bf[2], bf[3]);
       }
     }
   }
@@ -289,11 +261,11 @@ __device__ __forceinline__ void tile_pv(const std::uint8_t* smem, const std::uin
       std::uint32_t ap[4];
       ldsm_x4(smem_u32(p_hi + swizzled<kTileRows>(mt * 16 + (lane & 15), k0 + (lane >> 4) * 8)), ap);
 #pragma unroll
-      for (int nt = 0; nt < kNt; ++nt) mma_bf16(acc[mt][nt], ap, bv[nt][0], bv[nt][1]);
+      for (int nt = 0; nt < kNt; ++nt) mma_m16n8k16_bf16(acc[mt][nt], ap, bv[nt][0], bv[nt][1]);
       if constexpr (kSplitProbs) {
         ldsm_x4(smem_u32(p_lo + swizzled<kTileRows>(mt * 16 + (lane & 15), k0 + (lane >> 4) * 8)), ap);
 #pragma unroll
-        for (int nt = 0; nt < kNt; ++nt) mma_bf16(acc[mt][nt], ap, bv[nt][0], bv[nt][1]);
+        for (int nt = 0; nt < kNt; ++nt) mma_m16n8k16_bf16(acc[mt][nt], ap, bv[nt][0], bv[nt][1]);
       }
     }
   }
@@ -378,7 +350,7 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attention_mma_kernel(Atten
   }
   __syncthreads();
   if (tile_begin < tile_end) issue_tile<D>(ptr_s, smem + L::kv, valid_s, any);
-  cp_async_commit();
+  cp_async_commit_group();
 
   float acc[MT][D / 64][4];
 #pragma unroll
@@ -400,8 +372,8 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attention_mma_kernel(Atten
       issue_tile<D>(ptr_s + slot * kTileRows, smem + L::kv + (stage ^ 1) * kTileRows * D * 2,
                     valid_s + (stage ^ 1) * kTileRows, any);
     }
-    cp_async_commit();
-    cp_async_wait<1>();
+    cp_async_commit_group();
+    cp_async_wait_group<1>();
     __syncthreads();
     const std::uint8_t* kv = smem + L::kv + stage * kTileRows * D * 2;
     float s[MT][4];
@@ -410,7 +382,7 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attention_mma_kernel(Atten
     tile_pv<D, MT, kSplitProbs>(smem, kv, acc);
     __syncthreads();
   }
-  cp_async_wait<0>();
+  cp_async_wait_group<0>();
   __syncthreads();
   write_output<D, MT>(a, smem, t, h0, nh, acc);
 }
