@@ -85,24 +85,28 @@ class Backend {
   // sink adds exp(sink_h - max) to the denominator only. out: [T, H, d].
   virtual void sparse_attention(const Tensor& q, std::span<const RowView> sources, const Tensor& indices,
                                 const Tensor& sinks, const AttentionOptions& options, Tensor& out) = 0;
-  // Lightning-indexer scores: out[t, s] = Σ_h weights[t, h] · ReLU(q[t, h] · keys[s]) for the
-  // first num_keys rows of keys. q: [T, H, d]; weights: f32 [T, H]; out: f32 [T, num_keys]
-  // (row stride may exceed num_keys).
-  virtual void indexer_scores(const Tensor& q, const RowView& keys, std::int64_t num_keys, const Tensor& weights,
-                              Tensor& out) = 0;
+  // Lightning-indexer scores of a batch in which each token reads its own sequence's keys: token t
+  // scores its entries s < num_keys[t], entry s being logical row row_base[t] + s of keys:
+  //   out[t, s] = Σ_h weights[t, h] · ReLU(q[t, h] · keys[row_base[t] + s]),  and -inf for s >= num_keys[t].
+  // q: [T, H, d]; weights: f32 [T, H]; row_base, num_keys: i32 [T]; out: f32 [T, n] (row stride may
+  // exceed n; num_keys[t] <= n). Launch shapes depend on T and n only.
+  virtual void indexer_scores(const Tensor& q, const RowView& keys, const Tensor& row_base, const Tensor& num_keys,
+                              const Tensor& weights, Tensor& out) = 0;
   // Per row t: the k highest scores among the entries visible at positions[t] (entry s visible
   // iff (s + 1) · ratio <= positions[t] + 1) whose score is not -inf (masked out), ordered by score
-  // descending then index ascending; writes index + offset, or -1 where fewer than k qualify. out: i32 [T, k] (rows
-  // may be strided).
-  virtual void topk_visible(const Tensor& scores, const Tensor& positions, int ratio, int k, int offset,
+  // descending then index ascending; writes index + offsets[t], or -1 where fewer than k qualify.
+  // offsets: i32 [T]; out: i32 [T, k] (rows may be strided).
+  virtual void topk_visible(const Tensor& scores, const Tensor& positions, int ratio, int k, const Tensor& offsets,
                             Tensor& out) = 0;
 
   // ---- KV compressor -------------------------------------------------------------------------
-  // Feeds the projected rows of consecutive positions start_pos … start_pos+T-1 of one sequence
-  // (kv, score: f32 [T, coff·d]; ape: f32 [ratio, coff·d]) into `state` and writes one pooled
-  // f32 row per group completed by these tokens, in order, to out [n_complete, d].
-  virtual void compressor_update(const Tensor& kv, const Tensor& score, const Tensor& ape, std::int64_t start_pos,
-                                 CompressorState& state, Tensor& out) = 0;
+  // Feeds projected rows (kv, score: f32 [T, coff·d]; ape: f32 [ratio, coff·d]) of a batch into the
+  // state pool: row t is position positions[t] of the sequence in state slot slots[t] (-1: padding,
+  // ignored). A sequence's rows must be consecutive rows with consecutive positions. Each row that
+  // completes a group ((p + 1) % ratio == 0) writes the group's pooled row to out[t]; every other
+  // row of out (f32 [T, d]) is zeroed. The slot's ring then holds its last coff·ratio rows.
+  virtual void compressor_update(const Tensor& kv, const Tensor& score, const Tensor& ape, const Tensor& positions,
+                                 const Tensor& slots, CompressorState& state, Tensor& out) = 0;
 
   // ---- mHC (hyper-connections) ---------------------------------------------------------------
   // From the stream x [T, n, D]: mixes = (fn · flat(x)) · rsqrt(mean(x²) + norm_eps); pre/post/comb

@@ -80,14 +80,19 @@ struct HcOptions {
   float norm_eps = 1e-6f;
 };
 
-// Per-sequence state of one KV compressor (MODEL_SPEC A4.4/A5): the raw projected rows of the
-// previous group (overlap only) and the current group, f32. Rows are [coff * ratio, coff * d];
-// score rows already include the learned position bias. A fresh state is kv = 0, score = -inf.
+// The KV compressors' partial groups of every sequence of a batch (MODEL_SPEC A4.4/A5): per state
+// slot a ring of the raw projected rows of its last coff·ratio positions (position p in ring row
+// p mod (coff·ratio)), f32 [num_slots · coff·ratio, coff·d]; score rows already include the learned
+// position bias. A fresh slot is kv = 0, score = -inf. With overlap (CSA, ratio 4) each entry also
+// pools the previous group's first halves.
 struct CompressorState {
   Tensor kv;
   Tensor score;
   int ratio = 0;
-  bool overlap = false;  // CSA (ratio 4): each entry also pools the previous group's first halves
+  bool overlap = false;
+
+  std::int64_t ring_rows() const { return (overlap ? 2 : 1) * std::int64_t{ratio}; }
+  std::int64_t num_slots() const { return ring_rows() == 0 ? 0 : kv.dim(0) / ring_rows(); }
 };
 
 enum class ScoreFunc : std::uint8_t { kSqrtSoftplus, kSigmoid, kSoftmax };

@@ -287,34 +287,35 @@ void OpCheckBackend::sparse_attention(const Tensor& q, std::span<const ops::RowV
   record(desc + (options.round_probs_bf16 ? " bf16 probs" : ""), {&out}, {&hout});
 }
 
-void OpCheckBackend::indexer_scores(const Tensor& q, const ops::RowView& keys, std::int64_t num_keys,
-                                    const Tensor& weights, Tensor& out) {
+void OpCheckBackend::indexer_scores(const Tensor& q, const ops::RowView& keys, const Tensor& row_base,
+                                    const Tensor& num_keys, const Tensor& weights, Tensor& out) {
   Tensor hout = host(out);
-  ref_.indexer_scores(host(q), host_rows(keys), num_keys, host(weights), hout);
+  ref_.indexer_scores(host(q), host_rows(keys), host(row_base), host(num_keys), host(weights), hout);
   snapshot();
-  dev_.indexer_scores(q, keys, num_keys, weights, out);
-  record("indexer_scores q" + shape_text(q) + " keys " + std::to_string(num_keys), {&out}, {&hout});
+  dev_.indexer_scores(q, keys, row_base, num_keys, weights, out);
+  record("indexer_scores q" + shape_text(q) + " keys " + shape_text(out), {&out}, {&hout});
 }
 
-void OpCheckBackend::topk_visible(const Tensor& scores, const Tensor& positions, int ratio, int k, int offset,
-                                  Tensor& out) {
+void OpCheckBackend::topk_visible(const Tensor& scores, const Tensor& positions, int ratio, int k,
+                                  const Tensor& offsets, Tensor& out) {
   Tensor hout = host(out);
-  ref_.topk_visible(host(scores), host(positions), ratio, k, offset, hout);
+  ref_.topk_visible(host(scores), host(positions), ratio, k, host(offsets), hout);
   snapshot();
-  dev_.topk_visible(scores, positions, ratio, k, offset, out);
+  dev_.topk_visible(scores, positions, ratio, k, offsets, out);
   record("topk_visible " + shape_text(scores) + " k " + std::to_string(k) + " ratio " + std::to_string(ratio),
          {&out}, {&hout});
 }
 
 void OpCheckBackend::compressor_update(const Tensor& kv, const Tensor& score, const Tensor& ape,
-                                       std::int64_t start_pos, ops::CompressorState& state, Tensor& out) {
+                                       const Tensor& positions, const Tensor& slots, ops::CompressorState& state,
+                                       Tensor& out) {
   ops::CompressorState hs{host(state.kv), host(state.score), state.ratio, state.overlap};
   Tensor hout = host(out);
-  ref_.compressor_update(host(kv), host(score), host_weight(ape), start_pos, hs, hout);
+  ref_.compressor_update(host(kv), host(score), host_weight(ape), host(positions), host(slots), hs, hout);
   snapshot();
-  dev_.compressor_update(kv, score, ape, start_pos, state, out);
+  dev_.compressor_update(kv, score, ape, positions, slots, state, out);
   record("compressor_update " + shape_text(kv) + " ratio " + std::to_string(state.ratio) +
-             (state.overlap ? " overlap" : "") + " start " + std::to_string(start_pos) + " out " + shape_text(out),
+             (state.overlap ? " overlap" : "") + " out " + shape_text(out),
          {&out, &state.kv, &state.score}, {&hout, &hs.kv, &hs.score});
 }
 

@@ -63,12 +63,12 @@ class OpCheckBackend final : public ops::Backend {
   void fake_quant_fp4(Tensor& x, int block, ops::Fp4ScaleKind scale_kind) override;
   void sparse_attention(const Tensor& q, std::span<const ops::RowView> sources, const Tensor& indices,
                         const Tensor& sinks, const ops::AttentionOptions& options, Tensor& out) override;
-  void indexer_scores(const Tensor& q, const ops::RowView& keys, std::int64_t num_keys, const Tensor& weights,
-                      Tensor& out) override;
-  void topk_visible(const Tensor& scores, const Tensor& positions, int ratio, int k, int offset,
+  void indexer_scores(const Tensor& q, const ops::RowView& keys, const Tensor& row_base, const Tensor& num_keys,
+                      const Tensor& weights, Tensor& out) override;
+  void topk_visible(const Tensor& scores, const Tensor& positions, int ratio, int k, const Tensor& offsets,
                     Tensor& out) override;
-  void compressor_update(const Tensor& kv, const Tensor& score, const Tensor& ape, std::int64_t start_pos,
-                         ops::CompressorState& state, Tensor& out) override;
+  void compressor_update(const Tensor& kv, const Tensor& score, const Tensor& ape, const Tensor& positions,
+                         const Tensor& slots, ops::CompressorState& state, Tensor& out) override;
   void hc_pre(const Tensor& x, const ops::HcWeights& w, const ops::HcOptions& options, Tensor& y, Tensor& post,
               Tensor& comb) override;
   void hc_post(const Tensor& f, const Tensor& residual, const Tensor& post, const Tensor& comb,

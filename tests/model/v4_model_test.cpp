@@ -93,6 +93,58 @@ TEST(V4Model, SequencesInOneBatchMatchTheSequencesAlone) {
     ASSERT_EQ(got[a_alone.size() + i], b_alone[5 * static_cast<std::size_t>(vocab) + i]);
 }
 
+// Nine sequences decode together: the model's state arena grows its slots (4 -> 16) and pages
+// (8 -> 16) mid-run, and decode steps padded to batch / context buckets (CUDA graph shapes) give
+// the bits of unpadded steps and of each sequence alone.
+TEST(V4Model, BatchedDecodeWithPaddedBucketsAndArenaGrowthMatchesSequencesAlone) {
+  test::TinySpec spec;
+  const io::ModelConfig config = test::tiny_config(spec);
+  const test::MapWeights w = test::random_weights(config, spec.seed);
+  auto plain = Model::load(w, config, backend(), NumericMode::kExact);
+  auto padded = Model::load(w, config, backend(), NumericMode::kExact);
+  padded->set_bucketed(true);
+  constexpr int kSeqs = 9, kPrompt = 6, kDecode = 5;
+  std::vector<std::vector<std::int32_t>> ids;
+  std::vector<std::vector<float>> alone;
+  for (int s = 0; s < kSeqs; ++s) {
+    ids.push_back(prompt(kPrompt + kDecode, spec.vocab, 100 + static_cast<std::uint32_t>(s)));
+    alone.push_back(run_chunked(*plain, ids.back(), 1));
+  }
+  const std::int64_t vocab = spec.vocab;
+  for (Model* m : {plain.get(), padded.get()}) {
+    std::vector<std::unique_ptr<SequenceState>> seqs;
+    for (int s = 0; s < kSeqs; ++s) {
+      seqs.push_back(m->new_sequence());
+      Tensor l = Tensor::empty(Shape{kPrompt, vocab}, DType::kF32);
+      const Model::Chunk c{seqs.back().get(), std::span(ids[static_cast<std::size_t>(s)]).first(kPrompt), kPrompt};
+      m->forward({&c, 1}, l);
+    }
+    for (int step = 0; step < kDecode; ++step) {
+      std::vector<Model::Chunk> batch;
+      for (int s = step % 2; s < kSeqs; ++s)  // 9 or 8 sequences: buckets 16 and 8
+        batch.push_back({seqs[static_cast<std::size_t>(s)].get(),
+                         std::span(ids[static_cast<std::size_t>(s)]).subspan(kPrompt + step, 1), 1});
+      // Sequences skipped this step catch up alone first.
+      if (step % 2 == 1) {
+        Tensor l = Tensor::empty(Shape{1, vocab}, DType::kF32);
+        const Model::Chunk c{seqs[0].get(), std::span(ids[0]).subspan(kPrompt + step, 1), 1};
+        m->forward({&c, 1}, l);
+        for (std::int64_t v = 0; v < vocab; ++v)
+          ASSERT_EQ(l.data<float>()[v], alone[0][static_cast<std::size_t>((kPrompt + step) * vocab + v)]);
+      }
+      Tensor l = Tensor::empty(Shape{static_cast<std::int64_t>(batch.size()), vocab}, DType::kF32);
+      m->forward(batch, l);
+      for (std::size_t b = 0; b < batch.size(); ++b) {
+        const std::size_t s = b + static_cast<std::size_t>(step % 2);
+        for (std::int64_t v = 0; v < vocab; ++v)
+          ASSERT_EQ(l.data<float>()[static_cast<std::int64_t>(b) * vocab + v],
+                    alone[s][static_cast<std::size_t>((kPrompt + step) * vocab + v)])
+              << "sequence " << s << ", decode step " << step << (m == padded.get() ? " (bucketed)" : "");
+      }
+    }
+  }
+}
+
 TEST(V4Model, QuantisedWeightsInExactModeEqualTheirDequantisedTwin) {
   test::TinySpec spec;
   spec.quantized = true;

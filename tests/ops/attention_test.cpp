@@ -116,33 +116,47 @@ TEST(SparseAttention, TokensDoNotDependOnTheirBatch) {
   }
 }
 
-TEST(IndexerScores, WeightedSumOfReluDots) {
+// Two tokens of different sequences: token 0 reads 4 keys from row 0, token 1 reads 3 from row 5
+// of a paged key store; entries past a token's count score -inf.
+TEST(IndexerScores, WeightedSumOfReluDotsOverEachTokensOwnKeys) {
   const Tensor q = random_tensor(Shape{2, 3, 16}, 13);
-  const Tensor keys = random_tensor(Shape{5, 16}, 14);
+  const Tensor pool = random_tensor(Shape{12, 16}, 14);
+  const RowView keys{pool, test::i32_tensor(Shape{3}, {2, 0, 1}), 4, 12};
   const Tensor w = random_tensor(Shape{2, 3}, 15);
   Tensor out = Tensor::empty(Shape{2, 5}, DType::kF32);
-  backend().indexer_scores(q, RowView::contiguous(keys), 4, w, out);
-  const auto qv = values(q), kv = values(keys), wv = values(w), o = values(out);
+  backend().indexer_scores(q, keys, test::i32_tensor(Shape{2}, {0, 5}), test::i32_tensor(Shape{2}, {4, 3}), w, out);
+  const auto qv = values(q), kv = values(pool), wv = values(w), o = values(out);
+  const int base[2] = {0, 5}, count[2] = {4, 3};
+  const int pages[3] = {2, 0, 1};
   for (int t = 0; t < 2; ++t)
-    for (int s = 0; s < 4; ++s) {
+    for (int s = 0; s < 5; ++s) {
+      if (s >= count[t]) {
+        EXPECT_EQ(o[t * 5 + s], -INFINITY);
+        continue;
+      }
+      const int logical = base[t] + s, phys = pages[logical / 4] * 4 + logical % 4;
       double want = 0;
       for (int h = 0; h < 3; ++h) {
         double dot = 0;
-        for (int i = 0; i < 16; ++i) dot += double(qv[(t * 3 + h) * 16 + i]) * kv[s * 16 + i];
+        for (int i = 0; i < 16; ++i) dot += double(qv[(t * 3 + h) * 16 + i]) * kv[phys * 16 + i];
         want += wv[t * 3 + h] * std::max(dot, 0.0);
       }
       EXPECT_NEAR(o[t * 5 + s], want, 1e-4);
     }
+  EXPECT_THROW(backend().indexer_scores(q, keys, test::i32_tensor(Shape{2}, {0, 10}),
+                                        test::i32_tensor(Shape{2}, {4, 3}), w, out),
+               Error);
 }
 
 TEST(TopkVisible, MasksFutureEntriesOrdersByScoreThenIndexAndPads) {
   // ratio 4: position 7 sees entries 0,1; position 12 sees 0..2; position 2 sees none.
   const Tensor scores = Tensor::from_f32(Shape{3, 4}, std::vector<float>{1, 5, 9, 9, 2, 2, 7, 8, 3, 3, 3, 3});
   Tensor out = Tensor::empty(Shape{3, 3}, DType::kI32);
-  backend().topk_visible(scores, test::i32_tensor(Shape{3}, {7, 12, 2}), 4, 3, 100, out);
+  backend().topk_visible(scores, test::i32_tensor(Shape{3}, {7, 12, 2}), 4, 3, test::i32_tensor(Shape{3}, {100, 200, 300}),
+                         out);
   const std::int32_t* o = out.data<std::int32_t>();
   const std::vector<std::int32_t> got(o, o + 9);
-  const std::vector<std::int32_t> want = {101, 100, -1, 102, 100, 101, -1, -1, -1};
+  const std::vector<std::int32_t> want = {101, 100, -1, 202, 200, 201, -1, -1, -1};
   EXPECT_EQ(got, want);
 }
 

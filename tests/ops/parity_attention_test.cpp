@@ -47,11 +47,31 @@ TEST(CudaParity, SparseAttentionMatchesCpuForDecodeAndPrefill) {
   for (const AttnCase& c : cases) check_attention(c, gpu_invariant());  // no split of the index list
 }
 
+// Parity where the CPU result may hold -inf (masked scores, fresh compressor state): -inf must
+// match exactly, the finite rest within `tol`.
+void expect_parity_masked(const Tensor& device_result, const Tensor& cpu_result, double tol) {
+  Tensor got = to_host(device_result, gpu()).clone();
+  Tensor want = cpu_result.clone();
+  ASSERT_EQ(got.numel(), want.numel());
+  float* g = got.data<float>();
+  float* w = want.data<float>();
+  for (std::int64_t i = 0; i < want.numel(); ++i) {
+    if (std::isinf(w[i]) || std::isinf(g[i])) {
+      ASSERT_EQ(g[i], w[i]) << "element " << i;
+      g[i] = w[i] = 0.0f;
+    }
+  }
+  const double err = rel_error(got, want);
+  EXPECT_LE(err, tol) << "relative error " << err;
+}
+
+// Each token reads its own key list (row base and count per token, as a batch of sequences does);
+// the width past every count is -inf on both.
 TEST(CudaParity, IndexerScoresMatchCpu) {
   DEEPINFER_REQUIRE_GPU();
   for (std::int64_t t : {1, 7, 64})
-    for (std::int64_t num_keys : {1, 100, 1000}) {
-      SCOPED_TRACE(testing::Message() << t << " tokens, " << num_keys << " keys");
+    for (std::int64_t num_keys : {1, 100, 500}) {
+      SCOPED_TRACE(testing::Message() << t << " tokens, up to " << num_keys << " keys");
       const Tensor q = random_tensor({t, 64, 128}, 31, 1.0f, DType::kBF16);
       const Tensor pool = random_tensor({1024, 128}, 32, 1.0f, DType::kBF16);
       std::vector<std::int32_t> page_ids(16);
@@ -59,11 +79,18 @@ TEST(CudaParity, IndexerScoresMatchCpu) {
       const Tensor pages = i32_tensor({16}, page_ids);
       const RowView keys{pool, pages, 64, 1024};
       const Tensor w = random_tensor({t, 64}, 33);
+      std::vector<std::int32_t> base(static_cast<std::size_t>(t)), count(static_cast<std::size_t>(t));
+      for (std::int64_t i = 0; i < t; ++i) {
+        base[static_cast<std::size_t>(i)] = static_cast<std::int32_t>((i * 37) % 500);
+        count[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(i % 3 == 2 ? 0 : num_keys - (i % 5));
+        if (count[static_cast<std::size_t>(i)] < 0) count[static_cast<std::size_t>(i)] = 0;
+      }
+      const Tensor row_base = i32_tensor({t}, base), counts = i32_tensor({t}, count);
       Tensor want = Tensor::empty({t, num_keys + 3}, DType::kF32);
-      backend().indexer_scores(q, keys, num_keys, w, want);
+      backend().indexer_scores(q, keys, row_base, counts, w, want);
       Tensor got = poisoned({t, num_keys + 3}, DType::kF32);
-      gpu().indexer_scores(to_gpu(q), to_gpu(keys), num_keys, to_gpu(w), got);
-      expect_parity(got.narrow(1, 0, num_keys), want.narrow(1, 0, num_keys).clone(), 1e-4);
+      gpu().indexer_scores(to_gpu(q), to_gpu(keys), to_gpu(row_base), to_gpu(counts), to_gpu(w), got);
+      expect_parity_masked(got, want, 1e-4);
     }
 }
 
@@ -80,43 +107,58 @@ TEST(CudaParity, TopkVisibleMatchesCpuIncludingTiesAndShortRows) {
             scores.data<float>()[i] = std::round(scores.data<float>()[i] * 2.0f) / 2.0f;
         const Tensor pos = random_i32({t}, 42, -1, static_cast<std::int32_t>(4 * n + 8));
         Tensor want = Tensor::empty({t, k}, DType::kI32);
-        backend().topk_visible(scores, pos, 4, k, 128, want);
+        const Tensor offsets = random_i32({t}, 43, 0, 100000);
+        backend().topk_visible(scores, pos, 4, k, offsets, want);
         Tensor got = gpu().empty({t, k}, DType::kI32);
-        gpu().topk_visible(to_gpu(scores), to_gpu(pos), 4, k, 128, got);
+        gpu().topk_visible(to_gpu(scores), to_gpu(pos), 4, k, to_gpu(offsets), got);
         expect_i32_equal(got, want);
       }
 }
 
-TEST(CudaParity, CompressorMatchesCpuAcrossChunkedCalls) {
+// Three sequences in slots 2, 0, 1 of a 3-slot pool with different chunk lengths per call and a
+// padding row (slot -1) between them: pooled rows and the whole state pool match the CPU.
+TEST(CudaParity, CompressorMatchesCpuAcrossBatchedChunkedCalls) {
   DEEPINFER_REQUIRE_GPU();
   struct Flavour {
     int ratio;
     bool overlap;
     std::int64_t d;
   };
-  for (const Flavour fl : {Flavour{4, true, 64}, Flavour{128, false, 32}, Flavour{4, true, 512}}) {
+  for (const Flavour fl : {Flavour{4, true, 64}, Flavour{128, false, 32}, Flavour{4, true, 512}, Flavour{2, false, 64}}) {
     SCOPED_TRACE(testing::Message() << "ratio " << fl.ratio << " overlap " << fl.overlap << " d " << fl.d);
-    const std::int64_t coff = fl.overlap ? 2 : 1, width = coff * fl.d;
+    const std::int64_t coff = fl.overlap ? 2 : 1, width = coff * fl.d, slots = 3;
     const Tensor ape = random_tensor({fl.ratio, width}, 51);
     const Tensor gpu_ape = to_gpu(ape);
-    CompressorState cpu_state{Tensor::zeros({coff * fl.ratio, width}, DType::kF32),
-                              Tensor::empty({coff * fl.ratio, width}, DType::kF32), fl.ratio, fl.overlap};
+    CompressorState cpu_state{Tensor::zeros({slots * coff * fl.ratio, width}, DType::kF32),
+                              Tensor::empty({slots * coff * fl.ratio, width}, DType::kF32), fl.ratio, fl.overlap};
     for (std::int64_t i = 0; i < cpu_state.score.numel(); ++i)
       cpu_state.score.data<float>()[i] = -std::numeric_limits<float>::infinity();
     CompressorState gpu_state{to_gpu(cpu_state.kv), to_gpu(cpu_state.score), fl.ratio, fl.overlap};
-    std::int64_t pos = 0;
-    for (std::int64_t chunk : {7, 1, 1, 130, 3, 300}) {
-      const Tensor kv = random_tensor({chunk, width}, static_cast<std::uint32_t>(52 + pos));
-      const Tensor score = random_tensor({chunk, width}, static_cast<std::uint32_t>(53 + pos));
-      std::int64_t complete = 0;
-      for (std::int64_t t = 0; t < chunk; ++t) complete += (pos + t + 1) % fl.ratio == 0 ? 1 : 0;
-      Tensor want = Tensor::empty({complete, fl.d}, DType::kF32);
-      backend().compressor_update(kv, score, ape, pos, cpu_state, want);
-      Tensor got = poisoned({complete, fl.d}, DType::kF32);
-      gpu().compressor_update(to_gpu(kv), to_gpu(score), gpu_ape, pos, gpu_state, got);
-      if (complete > 0) expect_parity(got, want, 1e-5);
+    const std::int32_t slot_of[3] = {2, 0, 1};
+    std::int64_t pos[3] = {0, 0, 0};
+    const std::int64_t chunks[6][3] = {{7, 1, 300}, {1, 1, 1}, {1, 130, 3}, {130, 1, 1}, {3, 9, 1}, {300, 1, 260}};
+    for (int call = 0; call < 6; ++call) {
+      std::vector<std::int32_t> positions, slot_ids;
+      for (int s = 0; s < 3; ++s) {
+        for (std::int64_t i = 0; i < chunks[call][s]; ++i) {
+          positions.push_back(static_cast<std::int32_t>(pos[s] + i));
+          slot_ids.push_back(slot_of[s]);
+        }
+        positions.push_back(0);
+        slot_ids.push_back(-1);
+        pos[s] += chunks[call][s];
+      }
+      const auto rows = static_cast<std::int64_t>(positions.size());
+      const Tensor kv = random_tensor({rows, width}, static_cast<std::uint32_t>(52 + call));
+      const Tensor score = random_tensor({rows, width}, static_cast<std::uint32_t>(60 + call));
+      const Tensor p = i32_tensor({rows}, positions), sl = i32_tensor({rows}, slot_ids);
+      Tensor want = Tensor::empty({rows, fl.d}, DType::kF32);
+      backend().compressor_update(kv, score, ape, p, sl, cpu_state, want);
+      Tensor got = poisoned({rows, fl.d}, DType::kF32);
+      gpu().compressor_update(to_gpu(kv), to_gpu(score), gpu_ape, to_gpu(p), to_gpu(sl), gpu_state, got);
+      expect_parity(got, want, 1e-5);
       expect_parity(gpu_state.kv, cpu_state.kv, 0.0);
-      pos += chunk;
+      expect_parity_masked(gpu_state.score, cpu_state.score, 0.0);
     }
   }
 }

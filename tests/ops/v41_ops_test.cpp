@@ -88,7 +88,7 @@ TEST(TopkVisible, NeverPicksMaskedMinusInfEntries) {
   const float inf = std::numeric_limits<float>::infinity();
   const Tensor scores = Tensor::from_f32(Shape{1, 6}, std::vector<float>{0.5f, -inf, -inf, 0.1f, -inf, 0.2f});
   Tensor out = Tensor::empty(Shape{1, 4}, DType::kI32);
-  backend().topk_visible(scores, test::i32_tensor(Shape{1}, {5}), 1, 4, 10, out);
+  backend().topk_visible(scores, test::i32_tensor(Shape{1}, {5}), 1, 4, test::i32_tensor(Shape{1}, {10}), out);
   const std::int32_t* o = out.data<std::int32_t>();
   EXPECT_EQ(std::vector<std::int32_t>(o, o + 4), (std::vector<std::int32_t>{10, 15, 13, -1}));
 }

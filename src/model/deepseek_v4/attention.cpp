@@ -1,7 +1,8 @@
 // The V4 attention sub-layer (MODEL_SPEC A4.3–A4.5): low-rank queries with per-head RMS norm,
 // the shared K=V row, SWA over the ring plus this chunk, the compressed branch (HCA: every
 // visible entry; CSA: the lightning indexer's top-k), output de-rotation and the grouped output
-// projection. Only ops are called; index lists are built on the host from positions alone.
+// projection. Only ops are called, each once for the whole batch; index lists, rows and page
+// tables come from the step's metadata (step_meta.h).
 #include <algorithm>
 #include <cmath>
 
@@ -21,54 +22,20 @@ struct Projections {
   IndexQueries iq;  // CSA
 };
 
-// Feeds one segment's projections to a compressor and appends the groups it completes, normed,
-// rotated at their first position and (reference-QAT) quantised, to `store`.
-void compress_into(ForwardContext& cx, const CompressorWeights& w, ops::CompressorState& state, RowStore& store,
-                   const Tensor& kv, const Tensor& score, std::int64_t start_pos, bool index_keys) {
-  const int ratio = state.ratio;
-  const std::int64_t count = kv.dim(0);
-  const std::int64_t first = start_pos / ratio;
-  const std::int64_t emitted = (start_pos + count) / ratio - first;
-  const std::int64_t d = w.norm.numel();
-  Tensor pooled = cx.alloc(Shape{emitted, d}, DType::kF32);
-  cx.backend.compressor_update(kv, score, w.ape, start_pos, state, pooled);
-  if (emitted == 0) return;
-  Tensor k = cx.act(Shape{emitted, d});
-  cx.backend.convert(pooled, k);
-  cx.backend.rms_norm(k, &w.norm, cx.eps(), k);
-  store_compressed(cx, k, first, ratio, index_keys, store);
-}
-
-// The per-sequence part: compressors, indexer, attention and the ring update of one segment.
-void attend_segment(ForwardContext& cx, const io::LayerSpec& spec, const AttentionWeights& w, const Segment& seg,
-                    const Tensor& positions, const Projections& pr, Tensor& o) {
-  LayerState& st = seg.state->layers[static_cast<std::size_t>(spec.index)];
-  const io::ModelConfig& c = cx.config;
-  const std::int64_t window = c.sliding_window;
-  const int ratio = spec.compress_ratio;
-  std::int64_t entries = 0;
-  if (w.compressor) {
-    compress_into(cx, *w.compressor, *st.compressor, *st.kv_rows, rows_of(pr.c_kv, seg), rows_of(pr.c_gate, seg),
-                  seg.start_pos, false);
-    entries = (seg.start_pos + seg.count) / ratio;
-  }
-  if (w.indexer) {
-    compress_into(cx, w.indexer->compressor, *st.index_compressor, *st.index_rows, rows_of(pr.i_kv, seg),
-                  rows_of(pr.i_gate, seg), seg.start_pos, true);
-  }
-  const std::int64_t compressed_width = w.indexer ? std::min<std::int64_t>(c.index_topk, entries) : entries;
-  const auto host_idx = window_index_lists(seg, window, compressed_width, w.indexer ? 0 : ratio);
-  Tensor idx = cx.upload_i32(host_idx, Shape{seg.count, window + compressed_width});
-  if (w.indexer && compressed_width > 0) {
-    Tensor scores = cx.alloc(Shape{seg.count, entries}, DType::kF32);
-    cx.backend.indexer_scores(rows_of(pr.iq.q, seg), st.index_rows->view(), entries, rows_of(pr.iq.weights, seg),
-                              scores);
-    Tensor picks = idx.narrow(1, window, compressed_width);
-    cx.backend.topk_visible(scores, rows_of(positions, seg), ratio, static_cast<int>(compressed_width),
-                            static_cast<int>(window + seg.count), picks);
-  }
-  Tensor out = rows_of(o, seg);
-  attend_segment_rows(cx, st, w.sinks, seg, rows_of(pr.q, seg), rows_of(pr.kv, seg), idx, st.kv_rows.get(), out);
+// The compressed branch's index list: HCA lists every visible entry (metadata); CSA scores the
+// indexer keys of each row's sequence and writes its top-k into the list's compressed columns.
+Tensor compressed_list(ForwardContext& cx, const Step& step, const io::LayerSpec& spec, const Projections& pr) {
+  const RatioMeta& rm = step.meta->ratio(spec.compress_ratio);
+  if (spec.has_indexer == false) return rm.all_list;
+  Tensor idx = rm.topk_list;  // the window part is fixed; every CSA layer rewrites the top-k part
+  if (rm.topk_width == 0) return idx;
+  const RowPool& keys = store_pool(step, step.segments.front().state->arena->index_store(spec.index));
+  Tensor scores = cx.alloc(Shape{step.tokens, rm.entries}, DType::kF32);
+  cx.backend.indexer_scores(pr.iq.q, step.meta->store_view(keys), rm.key_base, rm.num_keys, pr.iq.weights, scores);
+  Tensor picks = idx.narrow(1, cx.config.sliding_window, rm.topk_width);
+  cx.backend.topk_visible(scores, step.positions, spec.compress_ratio, static_cast<int>(rm.topk_width), rm.offsets,
+                          picks);
+  return idx;
 }
 
 // Compressor projections of the whole batch (token-parallel), in f32 on unquantised inputs as
@@ -103,8 +70,24 @@ void attention_forward(ForwardContext& cx, const io::LayerSpec& spec, const Atte
   pr.kv = project_window_kv(cx, w, u, step.positions, rope);
   if (w.compressor) project_compressed(cx, w, u, queries.latent, step.positions, pr);
 
+  LayerPool& pool = layer_pool(step, spec.index);
+  const StateArena& arena = *step.segments.front().state->arena;
+  const RowPool* compressed = nullptr;
+  Tensor idx = step.meta->window_list;
+  if (w.compressor) {
+    const RowPool& kv_rows = store_pool(step, arena.kv_store(spec.index));
+    Tensor k = compress_rows(cx, step, pr.c_kv, pr.c_gate, w.compressor->ape, w.compressor->norm, *pool.compressor);
+    store_compressed(cx, step, k, spec.compress_ratio, false, kv_rows);
+    if (w.indexer) {
+      const CompressorWeights& ic = w.indexer->compressor;
+      Tensor ik = compress_rows(cx, step, pr.i_kv, pr.i_gate, ic.ape, ic.norm, *pool.index_compressor);
+      store_compressed(cx, step, ik, spec.compress_ratio, true, store_pool(step, arena.index_store(spec.index)));
+    }
+    idx = compressed_list(cx, step, spec, pr);
+    compressed = &kv_rows;
+  }
   Tensor o = cx.act(Shape{step.tokens, c.num_heads, c.head_dim});
-  for (const Segment& seg : step.segments) attend_segment(cx, spec, w, seg, step.positions, pr, o);
+  attend_rows(cx, step, pool, w.sinks, pr.q, pr.kv, idx, compressed, o);
   project_output(cx, w, o, step.positions, rope, out);
 }
 

@@ -1,7 +1,7 @@
-// Attention pieces that V4 (A4.3) and V4.1 (B4.2) compute alike: query and SWA K=V projections,
-// indexer queries, rotation + quantisation of compressed rows, the window index lists, sparse
-// attention with the ring update, and the de-rotated grouped output projection. The numerics
-// decide which QAT steps apply (V4 vs V4.1 blocks and formats).
+// Attention pieces that V4 (A4.3) and V4.1 (B4.2) compute alike, each one op call per batch:
+// query and SWA K=V projections, indexer queries, the compressor, rotation + quantisation + store
+// of compressed rows, sparse attention with the ring update, and the de-rotated grouped output
+// projection. The numerics decide which QAT steps apply (V4 vs V4.1 blocks and formats).
 #include <algorithm>
 #include <cmath>
 
@@ -9,7 +9,13 @@
 
 namespace deepinfer::model::v4 {
 
-Tensor rows_of(const Tensor& t, const Segment& s) { return t.narrow(0, s.offset, s.count); }
+LayerPool& layer_pool(const Step& step, int layer) {
+  return step.segments.front().state->arena->fixed().layers()[static_cast<std::size_t>(layer)];
+}
+
+const RowPool& store_pool(const Step& step, int index) {
+  return step.segments.front().state->arena->stores()[static_cast<std::size_t>(index)];
+}
 
 Queries project_queries(ForwardContext& cx, const AttentionWeights& w, const Tensor& u, const Tensor& positions,
                         const ops::RopeTable& rope, bool per_head_norm) {
@@ -68,18 +74,12 @@ IndexQueries project_index_queries(ForwardContext& cx, const ops::LinearWeight& 
   return out;
 }
 
-void store_compressed(ForwardContext& cx, Tensor& k, std::int64_t first_row, int ratio, bool index_keys,
-                      RowStore& store) {
-  const std::int64_t emitted = k.dim(0), d = k.dim(1);
-  if (emitted == 0) return;
-  std::vector<std::int32_t> positions(static_cast<std::size_t>(emitted));
-  std::vector<std::int32_t> rows(static_cast<std::size_t>(emitted));
-  for (std::int64_t i = 0; i < emitted; ++i) {
-    rows[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(first_row + i);
-    positions[static_cast<std::size_t>(i)] = static_cast<std::int32_t>((first_row + i) * ratio);  // group's first token
-  }
+void store_compressed(ForwardContext& cx, const Step& step, Tensor& k, int ratio, bool index_keys,
+                      const RowPool& store) {
   ops::Backend& be = cx.backend;
-  be.rope(k, cx.upload_i32(positions, Shape{emitted}), cx.rope_compress, false);
+  const RatioMeta& rm = step.meta->ratio(ratio);
+  const std::int64_t d = k.dim(1);
+  be.rope(k, rm.group_pos, cx.rope_compress, false);  // at the group's first position
   const Numerics& num = cx.numerics;
   if (index_keys) {
     if (num.indexer_rotate_fp4) be.hadamard(k);
@@ -89,45 +89,30 @@ void store_compressed(ForwardContext& cx, Tensor& k, std::int64_t first_row, int
   } else if (num.kv_quant_block > 0) {
     be.fake_quant_fp8(k, 0, d - cx.config.rope_head_dim, num.kv_quant_block);
   }
-  store.reserve(first_row + emitted);
-  be.scatter_rows(k, store.view(), cx.upload_i32(rows, Shape{emitted}));
+  be.scatter_rows(k, step.meta->store_view(store), rm.store_rows);
 }
 
-std::vector<std::int32_t> window_index_lists(const Segment& seg, std::int64_t window, std::int64_t compressed_width,
-                                             int all_visible_ratio) {
-  const std::int64_t width = window + compressed_width;
-  std::vector<std::int32_t> idx(static_cast<std::size_t>(seg.count * width), -1);
-  for (std::int64_t i = 0; i < seg.count; ++i) {
-    const std::int64_t p = seg.start_pos + i;
-    std::int32_t* row = idx.data() + i * width;
-    std::int64_t j = 0;
-    for (std::int64_t pos = std::max({std::int64_t{0}, p - window + 1, seg.window_floor}); pos <= p; ++pos, ++j) {
-      row[j] = static_cast<std::int32_t>(pos < seg.start_pos ? pos % window : window + (pos - seg.start_pos));
-    }
-    if (all_visible_ratio > 0) {
-      const std::int64_t visible = std::min(compressed_width, (p + 1) / all_visible_ratio);
-      for (std::int64_t e = 0; e < visible; ++e) row[window + e] = static_cast<std::int32_t>(window + seg.count + e);
-    }
-  }
-  return idx;
+Tensor compress_rows(ForwardContext& cx, const Step& step, const Tensor& kv, const Tensor& score, const Tensor& ape,
+                     const Tensor& norm, ops::CompressorState& state) {
+  const std::int64_t d = norm.numel();
+  Tensor pooled = cx.alloc(Shape{step.tokens, d}, DType::kF32);
+  cx.backend.compressor_update(kv, score, ape, step.positions, step.meta->slots, state, pooled);
+  Tensor k = cx.act(Shape{step.tokens, d});
+  cx.backend.convert(pooled, k);
+  cx.backend.rms_norm(k, &norm, cx.eps(), k);
+  return k;
 }
 
-void attend_segment_rows(ForwardContext& cx, LayerState& st, const Tensor& sinks, const Segment& seg, const Tensor& q,
-                         const Tensor& kv, const Tensor& idx, const RowStore* compressed, Tensor& o) {
+void attend_rows(ForwardContext& cx, const Step& step, LayerPool& pool, const Tensor& sinks, const Tensor& q,
+                 const Tensor& kv, const Tensor& idx, const RowPool* compressed, Tensor& o) {
   const std::int64_t window = cx.config.sliding_window;
-  std::vector<ops::RowView> sources = {ops::RowView::contiguous(st.ring), ops::RowView::contiguous(kv)};
-  if (compressed != nullptr) sources.push_back(compressed->view());
+  std::vector<ops::RowView> sources = {step.meta->ring_view(pool.ring, window), ops::RowView::contiguous(kv)};
+  if (compressed != nullptr) sources.push_back(step.meta->store_view(*compressed));
   const ops::AttentionOptions options{1.0f / std::sqrt(static_cast<float>(cx.config.head_dim)),
                                       cx.numerics.round_probs_bf16, 64};
   cx.backend.sparse_attention(q, sources, idx, sinks, options, o);
-
-  // The ring keeps the last `window` K=V rows for the next chunk.
-  const std::int64_t keep = std::min(seg.count, window);
-  std::vector<std::int32_t> slots(static_cast<std::size_t>(keep));
-  for (std::int64_t i = 0; i < keep; ++i)
-    slots[static_cast<std::size_t>(i)] = static_cast<std::int32_t>((seg.start_pos + seg.count - keep + i) % window);
-  cx.backend.scatter_rows(kv.narrow(0, seg.count - keep, keep), ops::RowView::contiguous(st.ring),
-                          cx.upload_i32(slots, Shape{keep}));
+  // Each ring keeps its sequence's last `window` K=V rows for the next step.
+  cx.backend.scatter_rows(kv, ops::RowView::contiguous(pool.ring), step.meta->ring_rows);
 }
 
 void project_output(ForwardContext& cx, const AttentionWeights& w, Tensor& o, const Tensor& positions,

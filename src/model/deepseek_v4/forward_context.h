@@ -11,29 +11,19 @@
 #include "model/sequence_model.h"
 #include "model/deepseek_v4/numerics.h"
 #include "model/deepseek_v4/state.h"
+#include "model/deepseek_v4/step_meta.h"
 #include "model/deepseek_v4/weights.h"
 #include "ops/backend.h"
 #include "ops/workspace.h"
 
 namespace deepinfer::model::v4 {
 
-// One sequence's tokens inside the flattened batch: rows [offset, offset + count), positions
-// start_pos, start_pos + 1, ...
-struct Segment {
-  SequenceState* state = nullptr;
-  std::int64_t offset = 0;
-  std::int64_t count = 0;
-  std::int64_t start_pos = 0;
-  // Window positions below this are not attended (V4.1 bounded replay runs late layers on a
-  // chunk's tail only; the rows before it were never computed there).
-  std::int64_t window_floor = 0;
-};
-
 struct Step {
   std::vector<Segment> segments;
-  std::int64_t tokens = 0;
-  Tensor ids;        // i32 [tokens] on the device
-  Tensor positions;  // i32 [tokens] on the device
+  std::int64_t tokens = 0;  // rows the ops run on (the real tokens, then any bucket padding)
+  Tensor ids;               // i32 [tokens] on the device
+  Tensor positions;         // i32 [tokens] on the device
+  const StepMeta* meta = nullptr;
 };
 
 // A batch of chunks checked and flattened: the step's segments plus host ids, positions and the
@@ -41,14 +31,18 @@ struct Step {
 struct StepPlan {
   Step step;
   std::vector<std::int32_t> ids, positions, logit_rows;
+  StateArena* arena = nullptr;  // the arena every chunk's sequence lives in
 };
 // Config checks both forward passes need (K=V head, RoPE dims, hc_mult, o_groups, window, experts).
 void check_shared_geometry(const io::ModelConfig& config);
-// Checks chunks against the config (state, token ids, logit counts, logits shape).
+// Checks chunks against the config (state, token ids, logit counts, logits shape); gives the
+// model's own sequences pages for their new tokens.
 StepPlan plan_step(std::span<const SequenceModel::Chunk> chunks, const io::ModelConfig& config, const Tensor& logits);
+// The plan's rows for the metadata layout.
+StepRows step_rows(const StepPlan& plan);
 struct ForwardContext;
-// Resets the pass's scratch and uploads the step's ids and positions (they outlive every layer).
-void begin_step(ForwardContext& cx, StepPlan& plan);
+// Resets the pass's scratch and points the step at its uploaded metadata.
+void begin_step(ForwardContext& cx, Step& step, const StepMeta& meta);
 // Advances every segment's sequence past its tokens; keeps the last `history` ids (Engram).
 void finish_step(const Step& step, std::span<const std::int32_t> ids, std::size_t history);
 
@@ -64,8 +58,6 @@ struct ForwardContext {
   // Per-layer scratch.
   Tensor alloc(const Shape& shape, DType dtype) { return layer_ws.alloc(shape, dtype); }
   Tensor act(const Shape& shape) { return layer_ws.alloc(shape, numerics.act); }
-  // A device copy of host indices in per-layer scratch.
-  Tensor upload_i32(std::span<const std::int32_t> host, const Shape& shape);
   // Input fake-quant of a projection: only quantised weights take FP8 inputs (reference linear()).
   ops::LinearOptions linear_options(const ops::LinearWeight& w) const {
     return {w.quantized() ? numerics.linear_act_block : 0};
@@ -74,8 +66,6 @@ struct ForwardContext {
 };
 
 // ---- Attention building blocks shared by V4 and V4.1 (attention_common.cpp) -------------------
-
-Tensor rows_of(const Tensor& t, const Segment& s);
 
 struct Queries {
   Tensor latent;  // [T, q_lora]: RMSNorm_q(wq_a · u), the indexer's query input
@@ -97,24 +87,26 @@ struct IndexQueries {
 IndexQueries project_index_queries(ForwardContext& cx, const ops::LinearWeight& wq_b,
                                    const ops::LinearWeight& weights_proj, const Tensor& u, const Tensor& q_latent,
                                    const Tensor& positions);
-// Rotates freshly compressed rows k [E, d] (entries first_row … first_row+E-1) at their group's
-// first position, applies the QAT quantisation of compressed KV or of index keys and appends them
-// to `store`.
-void store_compressed(ForwardContext& cx, Tensor& k, std::int64_t first_row, int ratio, bool index_keys,
-                      RowStore& store);
-// Host index lists of one segment: [count, window + compressed_width]. The window part lists
-// positions max(0, p-W+1, window_floor) … p, older ones from the ring (virtual rows [0, W)) and this chunk's
-// from its own K=V rows ([W, W + count)); with all_visible_ratio > 0 the compressed part lists
-// every entry visible at p (virtual W + count + j), else it stays -1 for a top-k to fill.
-std::vector<std::int32_t> window_index_lists(const Segment& seg, std::int64_t window, std::int64_t compressed_width,
-                                             int all_visible_ratio);
-// Sparse attention of one segment over [ring ; its K=V rows ; compressed rows], then the ring
-// keeps the segment's last `window` K=V rows.
-void attend_segment_rows(ForwardContext& cx, LayerState& st, const Tensor& sinks, const Segment& seg, const Tensor& q,
-                         const Tensor& kv, const Tensor& idx, const RowStore* compressed, Tensor& o);
+// Compressed rows k [T, d] of a batch (row t holds the group row t completes, if any) rotated at
+// their group's first position, quantised as compressed KV or index keys, and written to `store`
+// at the step's store rows of `ratio` (rows completing no group write nowhere).
+void store_compressed(ForwardContext& cx, const Step& step, Tensor& k, int ratio, bool index_keys,
+                      const RowPool& store);
+// One compressor call for the whole batch: the groups its rows complete, pooled (f32 [T, d], zero
+// rows elsewhere), in the activation dtype and RMS-normed with `norm`.
+Tensor compress_rows(ForwardContext& cx, const Step& step, const Tensor& kv, const Tensor& score, const Tensor& ape,
+                     const Tensor& norm, ops::CompressorState& state);
+// Sparse attention of the batch over [rings ; this step's K=V rows ; compressed rows] with index
+// lists `idx` [T, K], then every segment's ring keeps its last `window` K=V rows.
+void attend_rows(ForwardContext& cx, const Step& step, LayerPool& pool, const Tensor& sinks, const Tensor& q,
+                 const Tensor& kv, const Tensor& idx, const RowPool* compressed, Tensor& o);
 // De-rotates o [T, H, d] at the query positions and applies the grouped output projection.
 void project_output(ForwardContext& cx, const AttentionWeights& w, Tensor& o, const Tensor& positions,
                     const ops::RopeTable& rope, Tensor& out);
+
+// The arena's pools of layer `layer` and of store `index` (index >= 0).
+LayerPool& layer_pool(const Step& step, int layer);
+const RowPool& store_pool(const Step& step, int index);
 
 // The attention sub-layer of one block: u [T, D] (normed) → out [T, D]; reads and updates the
 // per-sequence state of layer `layer` of every segment.

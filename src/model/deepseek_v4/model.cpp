@@ -61,8 +61,12 @@ StepPlan plan_step(std::span<const SequenceModel::Chunk> chunks, const io::Model
   Step& step = plan.step;
   std::unordered_set<const SequenceState*> seen;
   for (const SequenceModel::Chunk& ch : chunks) {
-    DI_CHECK(ch.state != nullptr && ch.state->layers.size() == config.layers.size(),
+    DI_CHECK(ch.state != nullptr && ch.state->arena != nullptr &&
+                 ch.state->arena->fixed().layers().size() == config.layers.size(),
              "forward: a chunk has no sequence state of this model");
+    DI_CHECK(plan.arena == nullptr || plan.arena == ch.state->arena,
+             "forward: the sequences of one batch must share one state arena");
+    plan.arena = ch.state->arena;
     DI_CHECK(seen.insert(ch.state).second, "forward: the same sequence appears twice in one batch");
     DI_CHECK(!ch.tokens.empty(), "forward: empty token list (a prompt needs at least one token)");
     DI_CHECK(ch.num_logits >= 0 && ch.num_logits <= static_cast<std::int32_t>(ch.tokens.size()),
@@ -86,14 +90,22 @@ StepPlan plan_step(std::span<const SequenceModel::Chunk> chunks, const io::Model
   DI_CHECK(logits.dtype() == DType::kF32 && logits.shape() == Shape({rows, config.vocab_size}),
            "forward: logits must be f32 [{}, {}], got {} {}", rows, config.vocab_size, dtype_name(logits.dtype()),
            logits.shape());
+  // The model's own sequences get pages for their new tokens (the engine's come with the batch).
+  for (const Segment& seg : step.segments)
+    if (seg.state->owner) seg.state->owner->ensure_pages(seg.state->pages, seg.start_pos + seg.count);
   return plan;
 }
 
-void begin_step(ForwardContext& cx, StepPlan& plan) {
-  cx.step_ws.reset();
+StepRows step_rows(const StepPlan& plan) {
+  return StepRows{plan.step.segments, plan.ids, plan.positions, plan.logit_rows, {}};
+}
+
+void begin_step(ForwardContext& cx, Step& step, const StepMeta& meta) {
   cx.layer_ws.reset();
-  plan.step.ids = cx.upload_i32(plan.ids, Shape{plan.step.tokens});
-  plan.step.positions = cx.upload_i32(plan.positions, Shape{plan.step.tokens});
+  step.meta = &meta;
+  step.tokens = meta.rows;
+  step.ids = meta.ids;
+  step.positions = meta.positions;
 }
 
 void finish_step(const Step& step, std::span<const std::int32_t> ids, std::size_t history) {
@@ -121,14 +133,6 @@ void check_shared_geometry(const io::ModelConfig& c) {
   DI_CHECK(c.n_shared_experts >= 1, "config n_shared_experts = {}: {} has a shared expert", c.n_shared_experts, arch);
 }
 
-Tensor ForwardContext::upload_i32(std::span<const std::int32_t> host, const Shape& shape) {
-  DI_CHECK(static_cast<std::int64_t>(host.size()) == shape.numel(), "upload_i32: {} values for {}", host.size(), shape);
-  Tensor dst = layer_ws.alloc(shape, DType::kI32);
-  const Tensor src = Tensor::view_of(const_cast<std::int32_t*>(host.data()), shape, DType::kI32, nullptr);
-  backend.copy(src, dst);
-  return dst;
-}
-
 Model::Model(const io::ModelConfig& config, ops::Backend& backend, const Numerics& numerics)
     : config_(config),
       backend_(backend),
@@ -148,11 +152,13 @@ std::unique_ptr<Model> Model::load(const WeightSource& weights, const io::ModelC
   m->weights_ = load_weights(weights, m->config_, backend);
   m->rope_main_ = make_rope_table(backend, config, config.rope.theta, false);
   m->rope_compress_ = make_rope_table(backend, config, config.rope.compress_theta, true);
+  m->arena_ = StateArena::growable(m->config_, m->numerics_.act, backend);
+  m->bucketed_ = !backend.device().is_cpu();
   return m;
 }
 
 std::unique_ptr<SequenceState> Model::new_sequence() const {
-  return new_sequence_state(config_, numerics_.act, backend_);
+  return new_sequence_state(arena_);
 }
 
 void Model::forward(std::span<const Chunk> chunks, Tensor& logits) {
@@ -161,10 +167,13 @@ void Model::forward(std::span<const Chunk> chunks, Tensor& logits) {
   const auto rows = static_cast<std::int64_t>(plan.logit_rows.size());
   if (step.tokens == 0) return;
 
+  step_ws_.reset();
+  StepMetaBuilder builder(config_, *plan.arena);
+  const StepRows layout = step_rows(plan);
+  builder.add(layout, builder.shape_of(layout, bucketed_));
+  const std::vector<StepMeta> metas = builder.upload(backend_, step_ws_);  // the step's one upload
   ForwardContext cx{backend_, step_ws_, layer_ws_, config_, numerics_, rope_main_, rope_compress_};
-  begin_step(cx, plan);
-  // Step-lifetime copies: upload_i32 uses layer scratch, which each layer releases.
-  const ops::Workspace::Mark layer_start = layer_ws_.mark();
+  begin_step(cx, step, metas.front());
 
   const std::int64_t n = config_.hc_mult, dim = config_.hidden_size;
   Tensor stream = step_ws_.alloc(Shape{step.tokens, n, dim}, numerics_.act);
@@ -173,12 +182,12 @@ void Model::forward(std::span<const Chunk> chunks, Tensor& logits) {
   for (int layer = 0; layer < config_.num_layers; ++layer) {
     block_forward(cx, config_.layer(layer), weights_.layers[static_cast<std::size_t>(layer)], step, stream,
                   stream_mid);
-    layer_ws_.release(layer_start);
+    layer_ws_.reset();
   }
 
   if (rows > 0) {
     Tensor picked = step_ws_.alloc(Shape{rows, n, dim}, numerics_.act);
-    backend_.gather_rows(stream, cx.upload_i32(plan.logit_rows, Shape{rows}), picked);
+    backend_.gather_rows(stream, step.meta->logit_rows, picked);
     Tensor h = step_ws_.alloc(Shape{rows, dim}, numerics_.act);
     backend_.hc_head(picked, weights_.hc_head,
                      ops::HcOptions{config_.hc_sinkhorn_iters, static_cast<float>(config_.hc_eps), cx.eps()}, h);

@@ -36,6 +36,9 @@ class Model final : public SequenceModel {
   ops::Backend& backend() const override { return backend_; }
   std::unique_ptr<SequenceState> new_sequence() const override;
   void forward(std::span<const Chunk> chunks, Tensor& logits) override;
+  // Pads decode steps to batch / context buckets (fixed launch shapes; on by default on devices,
+  // off on the CPU). The padding changes no result.
+  void set_bucketed(bool bucketed) { bucketed_ = bucketed; }
 
  private:
   Model(const io::ModelConfig& config, ops::Backend& backend, const Numerics& numerics);
@@ -48,6 +51,8 @@ class Model final : public SequenceModel {
   ops::RopeTable rope_compress_;
   ops::Workspace step_ws_;
   ops::Workspace layer_ws_;
+  std::shared_ptr<StateArena> arena_;  // the model's own sequences (new_sequence)
+  bool bucketed_ = false;
 };
 
 }  // namespace deepinfer::model::v4

@@ -13,36 +13,7 @@
 
 namespace deepinfer::model::v4 {
 
-// One sequence's rows of one paged store: the pool with this step's page table.
-class PagedRowStore final : public RowStore {
- public:
-  PagedRowStore(const Tensor& pool, std::int64_t page_rows, std::string name)
-      : pool_(pool), page_rows_(page_rows), name_(std::move(name)) {}
-
-  void bind(const Tensor& page_table, std::int64_t num_pages) {
-    page_table_ = page_table;
-    num_pages_ = num_pages;
-  }
-  void reserve(std::int64_t rows) override {
-    DI_CHECK(rows <= num_pages_ * page_rows_,
-             "paged runner: store {} needs {} rows but the sequence's {} pages hold {}", name_, rows, num_pages_,
-             num_pages_ * page_rows_);
-  }
-  ops::RowView view() const override { return ops::RowView{pool_, page_table_, page_rows_, num_pages_ * page_rows_}; }
-
- private:
-  Tensor pool_;
-  std::int64_t page_rows_;
-  std::string name_;
-  Tensor page_table_;
-  std::int64_t num_pages_ = 0;
-};
-
 namespace {
-
-std::int64_t tensor_bytes(const Tensor& t) {
-  return static_cast<std::int64_t>(dtype_bytes(t.dtype(), t.numel()));
-}
 
 std::uint64_t text_hash(const std::string& text) {
   std::uint64_t h = 0x6A09E667F3BCC908ull;
@@ -52,15 +23,7 @@ std::uint64_t text_hash(const std::string& text) {
 
 }  // namespace
 
-PagedModelRunner::PagedModelRunner(SequenceModel& model) : model_(model), fresh_(model.new_sequence()) {
-  int next = 0;
-  for (const io::LayerSpec& spec : model_.config().layers) {
-    LayerStores ls;
-    if (spec.owns_compressor) ls.kv = next++;
-    if (spec.owns_index_keys) ls.index = next++;
-    stores_.push_back(ls);
-  }
-}
+PagedModelRunner::PagedModelRunner(SequenceModel& model) : model_(model) {}
 
 PagedModelRunner::~PagedModelRunner() = default;
 
@@ -73,21 +36,14 @@ cache::CacheSpec PagedModelRunner::cache_spec() const {
   for (std::size_t i = 0; i < c.layers.size(); ++i) {
     const io::LayerSpec& l = c.layers[i];
     const int layer = static_cast<int>(i);
-    if (stores_[i].kv >= 0)
+    if (l.owns_compressor)
       spec.paged.push_back({fmt::format("layer.{}.compressed_kv", layer), layer, l.compress_ratio,
                             static_cast<std::int64_t>(dtype_bytes(act, c.head_dim))});
-    if (stores_[i].index >= 0)
+    if (l.owns_index_keys)
       spec.paged.push_back({fmt::format("layer.{}.indexer_keys", layer), layer, l.compress_ratio,
                             static_cast<std::int64_t>(dtype_bytes(act, c.index_head_dim))});
-    const LayerState& ls = fresh_->layers[i];
-    spec.fixed.push_back({fmt::format("layer.{}.window_ring", layer), layer, tensor_bytes(ls.ring)});
-    if (ls.compressor)
-      spec.fixed.push_back({fmt::format("layer.{}.compressor_partial", layer), layer,
-                            tensor_bytes(ls.compressor->kv) + tensor_bytes(ls.compressor->score)});
-    if (ls.index_compressor)
-      spec.fixed.push_back({fmt::format("layer.{}.indexer_compressor_partial", layer), layer,
-                            tensor_bytes(ls.index_compressor->kv) + tensor_bytes(ls.index_compressor->score)});
   }
+  for (const FixedPart& part : fixed_state_parts(c, act)) spec.fixed.push_back({part.name, part.layer, part.bytes});
   spec.max_rollback_tokens = 0;  // the ring holds exactly the window: no speculative rollback yet
   return spec;
 }
@@ -111,76 +67,44 @@ void PagedModelRunner::allocate_cache(const cache::CacheLayout& layout) {
   ops::Backend& be = model_.backend();
   const io::ModelConfig& c = model_.config();
   const DType act = model_.numerics().act;
+  std::vector<RowPool> pools;
   for (std::size_t s = 0; s < spec.paged.size(); ++s) {
     const std::int64_t width = spec.paged[s].name.ends_with("indexer_keys") ? c.index_head_dim : c.head_dim;
-    pools_.push_back(be.empty(Shape{std::int64_t{layout.num_pages} * layout.rows_per_page(s), width}, act));
+    const std::int64_t page_rows = layout.rows_per_page(s);
+    pools.push_back({be.empty(Shape{std::int64_t{layout.num_pages} * page_rows, width}, act), page_rows,
+                     spec.paged[s].tokens_per_row});
   }
+  arena_ = std::make_unique<StateArena>(c, act, be, layout.num_state_slots, layout.page_size, std::move(pools));
   for (std::int32_t i = 0; i < layout.num_state_slots; ++i) {
-    auto state = model_.new_sequence();
-    for (std::size_t l = 0; l < stores_.size(); ++l) {
-      const std::string layer = std::to_string(l);
-      if (stores_[l].kv >= 0) {
-        const auto s = static_cast<std::size_t>(stores_[l].kv);
-        state->layers[l].kv_rows =
-            std::make_unique<PagedRowStore>(pools_[s], layout.rows_per_page(s), spec.paged[s].name);
-      }
-      if (stores_[l].index >= 0) {
-        const auto s = static_cast<std::size_t>(stores_[l].index);
-        state->layers[l].index_rows =
-            std::make_unique<PagedRowStore>(pools_[s], layout.rows_per_page(s), spec.paged[s].name);
-      }
-    }
+    auto state = std::make_unique<SequenceState>();
+    state->arena = arena_.get();
+    state->slot = i;
     slots_.push_back(std::move(state));
   }
-  for (std::int32_t i = 0; i < layout.num_snapshot_slots; ++i) {
-    auto snap = model_.new_sequence();
-    for (LayerState& ls : snap->layers) {
-      ls.kv_rows.reset();
-      ls.index_rows.reset();
-    }
-    snapshots_.push_back(std::move(snap));
-  }
+  snapshots_ = std::make_unique<StatePool>(c, act, be, layout.num_snapshot_slots);
   snapshot_pos_.assign(static_cast<std::size_t>(layout.num_snapshot_slots), -1);
+  snapshot_recent_.assign(static_cast<std::size_t>(layout.num_snapshot_slots), {});
   allocated_ = true;
 }
 
-std::vector<Tensor*> PagedModelRunner::fixed_tensors(SequenceState& state) {
-  std::vector<Tensor*> out;
-  for (LayerState& ls : state.layers) {
-    out.push_back(&ls.ring);
-    if (ls.compressor) {
-      out.push_back(&ls.compressor->kv);
-      out.push_back(&ls.compressor->score);
-    }
-    if (ls.index_compressor) {
-      out.push_back(&ls.index_compressor->kv);
-      out.push_back(&ls.index_compressor->score);
-    }
-  }
-  return out;
-}
-
-void PagedModelRunner::copy_fixed(SequenceState& src, SequenceState& dst) {
-  const std::vector<Tensor*> from = fixed_tensors(src), to = fixed_tensors(dst);
-  for (std::size_t i = 0; i < from.size(); ++i) model_.backend().copy(*from[i], *to[i]);
-  dst.num_tokens = src.num_tokens;
-  dst.recent_tokens = src.recent_tokens;
-}
-
 SequenceState& PagedModelRunner::prepare(const engine::ForwardBatch& batch, const engine::ForwardSeq& s) {
-  SequenceState& state = *slots_.at(static_cast<std::size_t>(s.state_slot));
+  DI_CHECK(s.state_slot >= 0 && static_cast<std::size_t>(s.state_slot) < slots_.size(),
+           "paged runner: seq {} uses state slot {} of {}", s.seq_id, s.state_slot, slots_.size());
+  SequenceState& state = *slots_[static_cast<std::size_t>(s.state_slot)];
   switch (s.state_init) {
     case engine::StateInit::kReset:
       DI_CHECK(s.start_pos == 0, "paged runner: seq {} resets its state at position {} (the model has fixed state)",
                s.seq_id, s.start_pos);
-      copy_fixed(*fresh_, state);
+      arena_->fixed().reset(s.state_slot);
+      state.recent_tokens.clear();
       break;
     case engine::StateInit::kRestore: {
       const auto snap = static_cast<std::size_t>(s.restore_snapshot);
-      DI_CHECK(snap < snapshots_.size() && snapshot_pos_[snap] == s.start_pos,
+      DI_CHECK(snap < snapshot_pos_.size() && snapshot_pos_[snap] == s.start_pos,
                "paged runner: seq {} restores snapshot {} (taken at {}) to resume at {}", s.seq_id,
-               s.restore_snapshot, snap < snapshots_.size() ? snapshot_pos_[snap] : -1, s.start_pos);
-      copy_fixed(*snapshots_[snap], state);
+               s.restore_snapshot, snap < snapshot_pos_.size() ? snapshot_pos_[snap] : -1, s.start_pos);
+      arena_->fixed().copy_slot(*snapshots_, s.restore_snapshot, s.state_slot);
+      state.recent_tokens = snapshot_recent_[snap];
       break;
     }
     case engine::StateInit::kContinue:
@@ -193,27 +117,23 @@ SequenceState& PagedModelRunner::prepare(const engine::ForwardBatch& batch, cons
       break;
   }
   state.num_tokens = s.start_pos;
-  // One device copy of the page table, shared by every store of the sequence.
-  std::vector<std::int32_t> pages(batch.page_table.begin() + s.page_table_offset,
-                                  batch.page_table.begin() + s.page_table_offset + s.num_pages);
-  Tensor table;
-  if (!pages.empty()) {
-    const Tensor host = Tensor::view_of(pages.data(), Shape{s.num_pages}, DType::kI32, nullptr);
-    table = model_.backend().empty(Shape{s.num_pages}, DType::kI32);
-    model_.backend().copy(host, table);
-  }
-  for (LayerState& ls : state.layers) {
-    if (ls.kv_rows) static_cast<PagedRowStore&>(*ls.kv_rows).bind(table, s.num_pages);
-    if (ls.index_rows) static_cast<PagedRowStore&>(*ls.index_rows).bind(table, s.num_pages);
-  }
+  state.pages.assign(batch.page_table.begin() + s.page_table_offset,
+                     batch.page_table.begin() + s.page_table_offset + s.num_pages);
   return state;
 }
 
 void PagedModelRunner::forward(const engine::ForwardBatch& batch, std::span<float> logits) {
+  launch(batch);
+  collect(logits);
+}
+
+ops::Backend* PagedModelRunner::device_backend() {
+  return model_.backend().device().is_cpu() ? nullptr : &model_.backend();
+}
+
+void PagedModelRunner::launch(const engine::ForwardBatch& batch) {
   DI_CHECK(allocated_, "paged runner: forward before allocate_cache");
   const std::int64_t vocab = model_.config().vocab_size;
-  DI_CHECK(logits.size() == static_cast<std::size_t>(batch.num_logit_rows()) * static_cast<std::size_t>(vocab),
-           "paged runner: logits buffer of {} floats for {} rows of {}", logits.size(), batch.num_logit_rows(), vocab);
   std::vector<Model::Chunk> chunks;
   std::int32_t rows = 0;
   for (const engine::ForwardSeq& s : batch.seqs) {
@@ -224,22 +144,38 @@ void PagedModelRunner::forward(const engine::ForwardBatch& batch, std::span<floa
     rows += s.num_logits;
   }
   ops::Backend& be = model_.backend();
-  Tensor out = be.empty(Shape{rows, vocab}, DType::kF32);
-  model_.forward(chunks, out);
-  std::int64_t row = 0;
+  logits_ = be.empty(Shape{rows, vocab}, DType::kF32);
+  model_.forward(chunks, logits_);
   for (const engine::ForwardSeq& s : batch.seqs) {
-    if (s.num_logits > 0) {
-      Tensor dst = Tensor::view_of(logits.data() + static_cast<std::size_t>(s.logits_offset) * vocab,
-                                   Shape{s.num_logits, vocab}, DType::kF32, nullptr);
-      be.copy(out.narrow(0, row, s.num_logits), dst);
-      row += s.num_logits;
-    }
     if (s.save_snapshot >= 0) {
       const auto snap = static_cast<std::size_t>(s.save_snapshot);
-      DI_CHECK(snap < snapshots_.size(), "paged runner: seq {} saves to snapshot slot {} of {}", s.seq_id,
-               s.save_snapshot, snapshots_.size());
-      copy_fixed(*slots_[static_cast<std::size_t>(s.state_slot)], *snapshots_[snap]);
+      DI_CHECK(snap < snapshot_pos_.size(), "paged runner: seq {} saves to snapshot slot {} of {}", s.seq_id,
+               s.save_snapshot, snapshot_pos_.size());
+      snapshots_->copy_slot(arena_->fixed(), s.state_slot, s.save_snapshot);
       snapshot_pos_[snap] = s.start_pos + s.num_tokens;
+      snapshot_recent_[snap] = slots_[static_cast<std::size_t>(s.state_slot)]->recent_tokens;
+    }
+  }
+  launched_ = &batch;
+}
+
+void PagedModelRunner::collect(std::span<float> logits) {
+  DI_CHECK(launched_ != nullptr, "paged runner: collect() without launch()");
+  const engine::ForwardBatch& batch = *launched_;
+  launched_ = nullptr;
+  const std::int64_t vocab = model_.config().vocab_size;
+  ops::Backend& be = model_.backend();
+  if (!logits.empty() || device_backend() == nullptr) {
+    DI_CHECK(logits.size() == static_cast<std::size_t>(batch.num_logit_rows()) * static_cast<std::size_t>(vocab),
+             "paged runner: logits buffer of {} floats for {} rows of {}", logits.size(), batch.num_logit_rows(),
+             vocab);
+    std::int64_t row = 0;
+    for (const engine::ForwardSeq& s : batch.seqs) {
+      if (s.num_logits == 0) continue;
+      Tensor dst = Tensor::view_of(logits.data() + static_cast<std::size_t>(s.logits_offset) * vocab,
+                                   Shape{s.num_logits, vocab}, DType::kF32, nullptr);
+      be.copy(logits_.narrow(0, row, s.num_logits), dst);
+      row += s.num_logits;
     }
   }
   be.synchronize();
@@ -257,6 +193,10 @@ class OwningRunner final : public engine::ModelRunner {
   std::int32_t vocab_size() const override { return runner_.vocab_size(); }
   void allocate_cache(const cache::CacheLayout& layout) override { runner_.allocate_cache(layout); }
   void forward(const engine::ForwardBatch& batch, std::span<float> logits) override { runner_.forward(batch, logits); }
+  void launch(const engine::ForwardBatch& batch) override { runner_.launch(batch); }
+  void collect(std::span<float> logits) override { runner_.collect(logits); }
+  ops::Backend* device_backend() override { return runner_.device_backend(); }
+  const Tensor& device_logits() const override { return runner_.device_logits(); }
   void check_prompt(std::span<const std::int32_t> prompt) const override { runner_.check_prompt(prompt); }
   const SequenceModel& model() const { return *loaded_.model; }
 

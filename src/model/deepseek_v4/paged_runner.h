@@ -1,7 +1,7 @@
 // A V4 or V4.1 model (any SequenceModel) behind the engine's ModelRunner boundary: compressed KV
 // and index keys live in page pools the engine addresses through page tables; the sliding-window
-// rings, compressor partial groups and the Engram token history live in per-sequence state slots,
-// copied to and from snapshot slots.
+// rings and compressor partial groups live in the state arena's slots (one pool per layer, so a
+// batch's ops run once for all its sequences), copied to and from snapshot slots.
 #pragma once
 
 #include <filesystem>
@@ -16,8 +16,6 @@
 
 namespace deepinfer::model::v4 {
 
-class PagedRowStore;
-
 class PagedModelRunner final : public engine::ModelRunner {
  public:
   // `model` must outlive the runner (open_paged_runner bundles both).
@@ -28,30 +26,29 @@ class PagedModelRunner final : public engine::ModelRunner {
   std::int32_t vocab_size() const override;
   void allocate_cache(const cache::CacheLayout& layout) override;
   void forward(const engine::ForwardBatch& batch, std::span<float> logits) override;
+  // Asynchronous steps: launch() queues the forward on the backend's stream and keeps the logits
+  // there; collect() copies them out when asked (host span) and waits for the device.
+  void launch(const engine::ForwardBatch& batch) override;
+  void collect(std::span<float> logits) override;
+  ops::Backend* device_backend() override;
+  const Tensor& device_logits() const override { return logits_; }
   // V4.1: a prompt holding the image token is refused (image input is not supported yet).
   void check_prompt(std::span<const std::int32_t> prompt) const override;
 
  private:
-  // Where a layer's stores sit in CacheSpec::paged (-1: the layer has none).
-  struct LayerStores {
-    int kv = -1;
-    int index = -1;
-  };
-  // Binds slot `s.state_slot` to this step: state init, page tables of its row stores.
+  // Binds slot `s.state_slot` to this step: state init, the sequence's pages.
   SequenceState& prepare(const engine::ForwardBatch& batch, const engine::ForwardSeq& s);
-  // The fixed-state tensors of a sequence (rings, compressor partial groups), in a fixed order.
-  static std::vector<Tensor*> fixed_tensors(SequenceState& state);
-  void copy_fixed(SequenceState& src, SequenceState& dst);
 
   SequenceModel& model_;
-  std::vector<LayerStores> stores_;
   cache::CacheLayout layout_;
   bool allocated_ = false;
-  std::vector<Tensor> pools_;                       // one per paged store
-  std::unique_ptr<SequenceState> fresh_;            // the state at position 0
+  std::unique_ptr<StateArena> arena_;               // live slots + the engine's page pools
+  std::unique_ptr<StatePool> snapshots_;            // saved fixed state
   std::vector<std::unique_ptr<SequenceState>> slots_;
-  std::vector<std::unique_ptr<SequenceState>> snapshots_;
   std::vector<std::int64_t> snapshot_pos_;          // position each snapshot was taken at (-1: none)
+  std::vector<std::vector<std::int32_t>> snapshot_recent_;  // each snapshot's Engram token history
+  const engine::ForwardBatch* launched_ = nullptr;  // between launch() and collect()
+  Tensor logits_;                                   // the launched step's logits [rows, vocab]
 };
 
 // A runner that owns its backend and the loaded checkpoint.

@@ -3,7 +3,7 @@
 // gated pooling / ratio 1 projection) and index keys, an index source scores the owner's running
 // index-K cache (P18 decided as HF/vLLM do) and publishes its top-k, the candidate source also
 // publishes its block mask, Reindex layers score only inside it, Reuse layers take the nearest
-// index source's list unchanged.
+// index source's list unchanged. Each op runs once for the whole batch (step metadata: step_meta.h).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -16,8 +16,7 @@ namespace deepinfer::model::v41 {
 namespace {
 
 using v4::ForwardContext;
-using v4::rows_of;
-using v4::Segment;
+using v4::Step;
 
 struct Projections {
   Tensor q;       // [T, H, d]
@@ -27,48 +26,37 @@ struct Projections {
   v4::IndexQueries iq;  // index sources
 };
 
-Tensor step_upload_i32(ForwardContext& cx, const std::vector<std::int32_t>& host, const Shape& shape) {
-  Tensor dst = cx.step_ws.alloc(shape, DType::kI32);
-  const Tensor src = Tensor::view_of(const_cast<std::int32_t*>(host.data()), shape, DType::kI32, nullptr);
-  cx.backend.copy(src, dst);
-  return dst;
-}
-
-// A KV source absorbs one segment: the groups it completes become latents (normed, pre-RoPE),
-// whose index keys and rotated + quantised values are appended to the source's stores.
-void feed_source(ForwardContext& cx, const io::LayerSpec& spec, const SourceWeights& w, v4::LayerState& st,
-                 const Projections& pr, const Segment& seg) {
+// A KV source absorbs the batch: the groups its rows complete become latents (normed, pre-RoPE),
+// whose index keys and rotated + quantised values go to the source's stores.
+void feed_source(ForwardContext& cx, const io::LayerSpec& spec, const SourceWeights& w, const Step& step,
+                 const Projections& pr) {
   const int ratio = spec.compress_ratio;
-  const std::int64_t first = seg.start_pos / ratio;
-  const std::int64_t emitted = (seg.start_pos + seg.count) / ratio - first;
-  const std::int64_t d = w.norm.numel();
   ops::Backend& be = cx.backend;
-  Tensor latent = cx.act(Shape{emitted, d});
+  v4::LayerPool& pool = v4::layer_pool(step, spec.index);
+  const v4::StateArena& arena = *step.segments.front().state->arena;
+  Tensor latent;
   if (ratio > 1) {
-    Tensor pooled = cx.alloc(Shape{emitted, d}, DType::kF32);
-    be.compressor_update(rows_of(pr.c_kv, seg), rows_of(pr.c_gate, seg), w.ape, seg.start_pos, *st.compressor, pooled);
-    if (emitted == 0) return;
-    be.convert(pooled, latent);
+    latent = v4::compress_rows(cx, step, pr.c_kv, pr.c_gate, w.ape, w.norm, *pool.compressor);
   } else {
-    be.copy(rows_of(pr.c_kv, seg), latent);
+    latent = cx.act(Shape{step.tokens, w.norm.numel()});
+    be.copy(pr.c_kv, latent);
+    be.rms_norm(latent, &w.norm, cx.eps(), latent);
   }
-  be.rms_norm(latent, &w.norm, cx.eps(), latent);
-  Tensor keys = cx.act(Shape{emitted, w.k_norm.numel()});
+  Tensor keys = cx.act(Shape{step.tokens, w.k_norm.numel()});
   be.linear(latent, w.wk, cx.linear_options(w.wk), keys);
   be.rms_norm(keys, &w.k_norm, cx.eps(), keys);
-  v4::store_compressed(cx, keys, first, ratio, true, *st.index_rows);
-  v4::store_compressed(cx, latent, first, ratio, false, *st.kv_rows);
+  v4::store_compressed(cx, step, keys, ratio, true, v4::store_pool(step, arena.index_store(spec.index)));
+  v4::store_compressed(cx, step, latent, ratio, false, v4::store_pool(step, arena.kv_store(spec.index)));
 }
 
 // The candidate source's block mask from its (unrestricted) scores, MODEL_SPEC B4.4: per row,
 // blocks of candidate_block_size visible entries scored by their max, the newest visible entry's
-// block forced in, the top candidate_topk_blocks blocks with a finite score kept.
-Tensor candidate_bias(ForwardContext& cx, const Tensor& scores, const Tensor& positions, int ratio) {
+// block forced in, the top candidate_topk_blocks blocks with a finite score kept. Computed on the
+// host (the step's one device -> host read before the logits).
+Tensor candidate_bias(ForwardContext& cx, const Tensor& scores, std::span<const std::int32_t> positions, int ratio) {
   const std::int64_t rows = scores.dim(0), entries = scores.dim(1);
   Tensor host = Tensor::empty(scores.shape(), DType::kF32);
   cx.backend.copy(scores, host);
-  Tensor host_pos = Tensor::empty(positions.shape(), DType::kI32);
-  cx.backend.copy(positions, host_pos);
   const std::int64_t block = cx.config.candidate_block_size;
   const std::int64_t blocks = (entries + block - 1) / block;
   constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -78,7 +66,8 @@ Tensor candidate_bias(ForwardContext& cx, const Tensor& scores, const Tensor& po
   for (std::int64_t t = 0; t < rows; ++t) {
     const float* row = host.data<float>() + t * entries;
     float* out = bias.data<float>() + t * entries;
-    const std::int64_t visible = std::min<std::int64_t>(entries, (host_pos.data<std::int32_t>()[t] + 1) / ratio);
+    const std::int32_t pos = t < static_cast<std::int64_t>(positions.size()) ? positions[static_cast<std::size_t>(t)] : -1;
+    const std::int64_t visible = std::clamp<std::int64_t>((pos + 1) / ratio, 0, entries);
     std::fill(best.begin(), best.end(), -kInf);
     for (std::int64_t s = 0; s < visible; ++s) best[static_cast<std::size_t>(s / block)] = std::max(best[static_cast<std::size_t>(s / block)], row[s]);
     if (visible > 0) best[static_cast<std::size_t>((visible - 1) / block)] = kInf;  // partly filled: always kept
@@ -100,74 +89,53 @@ Tensor candidate_bias(ForwardContext& cx, const Tensor& scores, const Tensor& po
   return dev;
 }
 
-// The index list of an index-source layer: window part plus its top-k of the owner's entries.
-Tensor select_entries(ForwardContext& cx, const io::LayerSpec& spec, const Projections& pr, const Segment& seg,
-                      std::size_t s, const Tensor& positions, std::int64_t entries, bool tail, Csa2Shared& shared) {
-  const std::int64_t window = cx.config.sliding_window;
-  const int ratio = spec.compress_ratio;
-  const std::int64_t width = std::min<std::int64_t>(cx.config.index_topk, entries);
-  Tensor idx = step_upload_i32(cx, v4::window_index_lists(seg, window, width, 0), Shape{seg.count, window + width});
-  if (width == 0) return idx;
-  const v4::LayerState& owner = seg.state->layers[static_cast<std::size_t>(spec.kv_source_layer)];
-  Tensor scores = cx.alloc(Shape{seg.count, entries}, DType::kF32);
-  const Tensor seg_pos = rows_of(positions, seg);
-  cx.backend.indexer_scores(rows_of(pr.iq.q, seg), owner.index_rows->view(), entries, rows_of(pr.iq.weights, seg),
-                            scores);
-  if (spec.candidate_source) {
-    shared.candidate_bias.at(s) = candidate_bias(cx, scores, seg_pos, ratio);
-  } else if (cx.config.candidate_source_layer_id >= 0 && spec.index > cx.config.candidate_source_layer_id) {
-    // Index sources after the candidate source (Reindex layers) score only inside its blocks.
-    const Tensor& full = shared.candidate_bias.at(s);
-    DI_CHECK(full.defined(), "layer {}: no candidate mask from the candidate source for this step", spec.index);
-    cx.backend.add(scores, full.narrow(0, full.dim(0) - seg.count, seg.count), scores);
+// Reindex layers score only inside the candidate blocks: the mask in this step's row layout.
+void apply_candidates(ForwardContext& cx, const Step& step, bool tail, const Csa2Shared& shared, Tensor& scores) {
+  DI_CHECK(shared.candidate_bias.defined(), "no candidate mask from the candidate source for this step");
+  if (tail == shared.candidate_from_tail) {
+    cx.backend.add(scores, shared.candidate_bias, scores);
+    return;
   }
-  Tensor picks = idx.narrow(1, window, width);
-  cx.backend.topk_visible(scores, seg_pos, ratio, static_cast<int>(width), static_cast<int>(window + seg.count), picks);
-  if (spec.index != shared.split_layer || tail || shared.tail_rows.empty()) return idx;
-  // The split layer also lays its list out for the replayed tail (window clamped at the tail start).
-  const std::int64_t keep = shared.tail_rows[s];
-  if (keep == seg.count) {
-    shared.tail_lists[s] = idx;
-    return idx;
-  }
-  const std::int64_t start = seg.start_pos + seg.count - keep;
-  const Segment tail_seg{seg.state, seg.offset + seg.count - keep, keep, start, start};
-  Tensor tidx = step_upload_i32(cx, v4::window_index_lists(tail_seg, window, width, 0), Shape{keep, window + width});
-  Tensor tail_picks = tidx.narrow(1, window, width);
-  cx.backend.topk_visible(scores.narrow(0, seg.count - keep, keep), seg_pos.narrow(0, seg.count - keep, keep), ratio,
-                          static_cast<int>(width), static_cast<int>(window + keep), tail_picks);
-  shared.tail_lists[s] = tidx;
-  return idx;
+  Tensor bias = cx.alloc(scores.shape(), DType::kF32);  // full-step mask rows of the replayed tail
+  cx.backend.gather_rows(shared.candidate_bias, step.meta->extra, bias);
+  cx.backend.add(scores, bias, scores);
 }
 
-void attend_segment(ForwardContext& cx, const io::LayerSpec& spec, const LayerWeights& w, const Segment& seg,
-                    std::size_t s, const Tensor& positions, const Projections& pr, bool tail, Csa2Shared& shared,
-                    Tensor& o) {
-  v4::LayerState& st = seg.state->layers[static_cast<std::size_t>(spec.index)];
+// The index list of an index-source layer [T, W + top-k] (step lifetime: Reuse layers read it):
+// the window part plus its top-k of the owner's entries. The split layer also lays its list out
+// for the replayed tail (window clamped at each tail's start).
+Tensor select_entries(ForwardContext& cx, const io::LayerSpec& spec, const Projections& pr, const Step& step, bool tail,
+                      Csa2Shared& shared) {
   const std::int64_t window = cx.config.sliding_window;
   const int ratio = spec.compress_ratio;
-  if (w.source) feed_source(cx, spec, *w.source, st, pr, seg);
-  const v4::RowStore* compressed = nullptr;
-  Tensor idx;
-  if (ratio == 0) {
-    idx = cx.upload_i32(v4::window_index_lists(seg, window, 0, 0), Shape{seg.count, window});
-  } else {
-    compressed = seg.state->layers[static_cast<std::size_t>(spec.kv_source_layer)].kv_rows.get();
-    const std::int64_t entries = (seg.start_pos + seg.count) / ratio;
-    if (spec.has_indexer) {
-      idx = select_entries(cx, spec, pr, seg, s, positions, entries, tail, shared);
-      shared.lists[static_cast<std::size_t>(spec.index)].at(s) = idx;
-    } else {  // Reuse: the nearest index source's list, in this step's layout
-      const bool from_split = tail && spec.index_source_layer <= shared.split_layer;
-      idx = from_split ? shared.tail_lists.at(s)
-                       : shared.lists[static_cast<std::size_t>(spec.index_source_layer)].at(s);
-      DI_CHECK(idx.defined() && idx.dim(0) == seg.count, "layer {}: index source {} published no list for this step",
-               spec.index, spec.index_source_layer);
-    }
+  const v4::RatioMeta& rm = step.meta->ratio(ratio);
+  const std::int64_t width = rm.topk_width;
+  Tensor idx = cx.step_ws.alloc(rm.topk_list.shape(), DType::kI32);
+  cx.backend.copy(rm.topk_list, idx);
+  if (width == 0) return idx;
+  const v4::StateArena& arena = *step.segments.front().state->arena;
+  const v4::RowPool& keys = v4::store_pool(step, arena.index_store(spec.kv_source_layer));
+  Tensor scores = cx.alloc(Shape{step.tokens, rm.entries}, DType::kF32);
+  cx.backend.indexer_scores(pr.iq.q, step.meta->store_view(keys), rm.key_base, rm.num_keys, pr.iq.weights, scores);
+  if (spec.candidate_source) {
+    shared.candidate_bias = candidate_bias(cx, scores, tail ? shared.tail_positions : shared.positions, ratio);
+    shared.candidate_from_tail = tail;
+  } else if (cx.config.candidate_source_layer_id >= 0 && spec.index > cx.config.candidate_source_layer_id) {
+    apply_candidates(cx, step, tail, shared, scores);
   }
-  Tensor out = rows_of(o, seg);
-  v4::attend_segment_rows(cx, st, w.block.attn.sinks, seg, rows_of(pr.q, seg), rows_of(pr.kv, seg), idx, compressed,
-                          out);
+  Tensor picks = idx.narrow(1, window, width);
+  cx.backend.topk_visible(scores, step.positions, ratio, static_cast<int>(width), rm.offsets, picks);
+  if (spec.index != shared.split_layer || tail || shared.tail == nullptr) return idx;
+  const Step& ts = *shared.tail;
+  const v4::RatioMeta& trm = ts.meta->ratio(ratio);
+  Tensor tidx = cx.step_ws.alloc(trm.topk_list.shape(), DType::kI32);
+  cx.backend.copy(trm.topk_list, tidx);
+  Tensor tail_scores = cx.alloc(Shape{ts.tokens, rm.entries}, DType::kF32);
+  cx.backend.gather_rows(scores, ts.meta->extra, tail_scores);
+  Tensor tail_picks = tidx.narrow(1, window, trm.topk_width);
+  cx.backend.topk_visible(tail_scores, ts.positions, ratio, static_cast<int>(trm.topk_width), trm.offsets, tail_picks);
+  shared.tail_list = tidx;
+  return idx;
 }
 
 }  // namespace
@@ -194,9 +162,24 @@ void attention_forward(ForwardContext& cx, const io::LayerSpec& spec, const Laye
   }
   if (w.index) pr.iq = v4::project_index_queries(cx, w.index->wq_b, w.index->weights_proj, u, queries.latent, step.positions);
 
+  if (w.source) feed_source(cx, spec, *w.source, step, pr);
+  const v4::RowPool* compressed = nullptr;
+  Tensor idx = step.meta->window_list;
+  if (spec.compress_ratio != 0) {
+    const v4::StateArena& arena = *step.segments.front().state->arena;
+    compressed = &v4::store_pool(step, arena.kv_store(spec.kv_source_layer));
+    if (spec.has_indexer) {
+      idx = select_entries(cx, spec, pr, step, tail, shared);
+      shared.lists[static_cast<std::size_t>(spec.index)] = idx;
+    } else {  // Reuse: the nearest index source's list, in this step's layout
+      const bool from_split = tail && spec.index_source_layer <= shared.split_layer;
+      idx = from_split ? shared.tail_list : shared.lists[static_cast<std::size_t>(spec.index_source_layer)];
+      DI_CHECK(idx.defined() && idx.dim(0) == step.tokens, "layer {}: index source {} published no list for this step",
+               spec.index, spec.index_source_layer);
+    }
+  }
   Tensor o = cx.act(Shape{step.tokens, c.num_heads, c.head_dim});
-  for (std::size_t s = 0; s < step.segments.size(); ++s)
-    attend_segment(cx, spec, w, step.segments[s], s, step.positions, pr, tail, shared, o);
+  v4::attend_rows(cx, step, v4::layer_pool(step, spec.index), aw.sinks, pr.q, pr.kv, idx, compressed, o);
   v4::project_output(cx, aw, o, step.positions, rope, out);
 }
 

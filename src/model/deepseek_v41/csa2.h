@@ -15,15 +15,19 @@ namespace deepinfer::model::v41 {
 
 struct Csa2Shared {
   explicit Csa2Shared(std::size_t layers) : lists(layers) {}
-  // Index lists [count, window + top-k] of each index-source layer, per segment (step lifetime).
-  std::vector<std::vector<Tensor>> lists;
-  // The candidate source's mask per segment: f32 [count, entries], 0 inside kept blocks, -inf outside.
-  std::vector<Tensor> candidate_bias;
-  // Bounded replay: rows per segment the late layers run (empty: no truncation this step), the
-  // layer after which it starts, and the split layer's lists re-laid for those tails.
-  std::vector<std::int64_t> tail_rows;
+  // Index lists [T, window + top-k] of each index-source layer (step lifetime).
+  std::vector<Tensor> lists;
+  // The candidate source's mask: f32 [rows, entries], 0 inside kept blocks, -inf outside; in the
+  // replayed tail's row layout when the candidate source ran on it.
+  Tensor candidate_bias;
+  bool candidate_from_tail = false;
+  // Host positions of the step and of its replayed tail (candidate masks are built on the host).
+  std::span<const std::int32_t> positions, tail_positions;
+  // Bounded replay: the tail step the late layers run (null: no truncation this step), the layer
+  // after which it starts, and the split layer's list laid out for the tail.
+  const v4::Step* tail = nullptr;
   int split_layer = -1;
-  std::vector<Tensor> tail_lists;
+  Tensor tail_list;
 };
 
 // One CSA2 / SWA attention sub-layer (MODEL_SPEC B4.2-B4.4). `tail` says the step holds the

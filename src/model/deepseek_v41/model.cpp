@@ -127,11 +127,12 @@ std::unique_ptr<Model> Model::load(const v4::WeightSource& weights, const io::Mo
   m->weights_ = v41::load_weights(weights, m->config_, backend);
   m->rope_main_ = v4::make_rope_table(backend, config, config.rope.theta, false);
   m->rope_compress_ = v4::make_rope_table(backend, config, config.rope.compress_theta, true);
+  m->arena_ = v4::StateArena::growable(m->config_, m->numerics_.act, backend);
   return m;
 }
 
 std::unique_ptr<v4::SequenceState> Model::new_sequence() const {
-  return v4::new_sequence_state(config_, numerics_.act, backend_);
+  return v4::new_sequence_state(arena_);
 }
 
 namespace {
@@ -139,7 +140,6 @@ namespace {
 // The replayed tails of a split step: each chunk's last keep rows (all of a shorter chunk).
 struct TailPlan {
   Step step;
-  std::vector<std::int64_t> rows;          // per segment
   std::vector<std::int32_t> source_rows;   // full-step row of each tail row
   std::vector<std::int32_t> ids, positions;
 };
@@ -156,7 +156,6 @@ TailPlan plan_tail(const Step& step, const v4::StepPlan& plan, std::int64_t keep
       tp.ids.push_back(plan.ids[src]);
       tp.positions.push_back(plan.positions[src]);
     }
-    tp.rows.push_back(rows);
     tp.step.tokens += rows;
   }
   return tp;
@@ -185,32 +184,37 @@ void Model::forward(std::span<const Chunk> chunks, Tensor& logits) {
   const auto rows = static_cast<std::int64_t>(plan.logit_rows.size());
   if (step.tokens == 0) return;
 
-  ForwardContext cx{backend_, step_ws_, layer_ws_, config_, numerics_, rope_main_, rope_compress_};
-  v4::begin_step(cx, plan);
-  const std::size_t segments = step.segments.size();
-  Csa2Shared shared(config_.layers.size());
-  for (auto& per_layer : shared.lists) per_layer.assign(segments, Tensor());
-  shared.candidate_bias.assign(segments, Tensor());
-  shared.tail_lists.assign(segments, Tensor());
-  shared.split_layer = last_kv_source_;
-
   // Bounded replay applies when some chunk is longer than the kept tail.
   const bool split = replay_.compact && std::any_of(step.segments.begin(), step.segments.end(), [&](const auto& seg) {
                        return seg.count > replay_.keep_tokens;
                      });
   TailPlan tail;
-  std::vector<std::int32_t> logit_rows = plan.logit_rows;
-  Tensor tail_source_rows;
+  std::vector<std::int32_t> tail_logits;
+  step_ws_.reset();
+  v4::StepMetaBuilder builder(config_, *plan.arena);
+  const v4::StepRows full_rows = v4::step_rows(plan);
+  const v4::StepShape shape = builder.shape_of(full_rows, false);
+  builder.add(full_rows, shape);
   if (split) {
     tail = plan_tail(step, plan, replay_.keep_tokens);
-    shared.tail_rows = tail.rows;
-    logit_rows = tail_logit_rows(chunks, tail);
-    tail.step.ids = cx.upload_i32(tail.ids, Shape{tail.step.tokens});
-    tail.step.positions = cx.upload_i32(tail.positions, Shape{tail.step.tokens});
-    tail_source_rows = cx.upload_i32(tail.source_rows, Shape{tail.step.tokens});
+    tail_logits = tail_logit_rows(chunks, tail);
+    v4::StepShape tail_shape = shape;  // same score widths: the tail holds the step's last rows
+    tail_shape.rows = tail.step.tokens;
+    builder.add(v4::StepRows{tail.step.segments, tail.ids, tail.positions, tail_logits, tail.source_rows}, tail_shape);
   }
-  // Step-lifetime copies: upload_i32 uses layer scratch, which each layer releases.
-  const ops::Workspace::Mark layer_start = layer_ws_.mark();
+  const std::vector<v4::StepMeta> metas = builder.upload(backend_, step_ws_);  // the step's one upload
+  ForwardContext cx{backend_, step_ws_, layer_ws_, config_, numerics_, rope_main_, rope_compress_};
+  v4::begin_step(cx, step, metas.front());
+  Csa2Shared shared(config_.layers.size());
+  shared.split_layer = last_kv_source_;
+  shared.positions = plan.positions;
+  if (split) {
+    tail.step.meta = &metas[1];
+    tail.step.ids = metas[1].ids;
+    tail.step.positions = metas[1].positions;
+    shared.tail = &tail.step;
+    shared.tail_positions = tail.positions;
+  }
 
   const std::int64_t n = config_.hc_mult, dim = config_.hidden_size;
   Streams s{step_ws_.alloc(Shape{step.tokens, n, dim}, numerics_.act),
@@ -223,8 +227,8 @@ void Model::forward(std::span<const Chunk> chunks, Tensor& logits) {
       Streams t{step_ws_.alloc(Shape{tail.step.tokens, n, dim}, numerics_.act),
                 step_ws_.alloc(Shape{tail.step.tokens, n, dim}, numerics_.act),
                 step_ws_.alloc(Shape{tail.step.tokens, n}, DType::kF32)};
-      backend_.gather_rows(s.stream, tail_source_rows, t.stream);
-      backend_.gather_rows(s.pre, tail_source_rows, t.pre);
+      backend_.gather_rows(s.stream, metas[1].extra, t.stream);
+      backend_.gather_rows(s.pre, metas[1].extra, t.pre);
       s = t;
     }
     const LayerWeights& w = weights_.layers[static_cast<std::size_t>(layer)];
@@ -233,11 +237,11 @@ void Model::forward(std::span<const Chunk> chunks, Tensor& logits) {
       engram_forward(cx, *w.engram, e, *hasher_, step, plan.ids, s.stream);
     }
     block_forward(cx, config_.layer(layer), w, in_tail ? tail.step : step, in_tail, shared, s);
-    layer_ws_.release(layer_start);
+    layer_ws_.reset();
   }
 
   if (rows > 0) {
-    const Tensor picked_rows = cx.upload_i32(logit_rows, Shape{rows});
+    const Tensor& picked_rows = split ? metas[1].logit_rows : metas[0].logit_rows;
     Tensor picked = step_ws_.alloc(Shape{rows, n, dim}, numerics_.act);
     backend_.gather_rows(s.stream, picked_rows, picked);
     Tensor pre = step_ws_.alloc(Shape{rows, n}, DType::kF32);

@@ -15,6 +15,7 @@
 
 #include "io/model_config.h"
 #include "model/deepseek_v4/numerics.h"
+#include "model/deepseek_v4/state.h"
 #include "model/deepseek_v41/weights.h"
 #include "model/engram/engram_hash.h"
 #include "model/sequence_model.h"
@@ -65,6 +66,7 @@ class Model final : public SequenceModel {
   ops::RopeTable rope_compress_;
   ops::Workspace step_ws_;
   ops::Workspace layer_ws_;
+  std::shared_ptr<v4::StateArena> arena_;  // the model's own sequences (new_sequence)
 };
 
 }  // namespace deepinfer::model::v41

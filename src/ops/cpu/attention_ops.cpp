@@ -162,25 +162,36 @@ void CpuBackend::sparse_attention(const Tensor& q, std::span<const RowView> sour
   }
 }
 
-void CpuBackend::indexer_scores(const Tensor& q, const RowView& keys, std::int64_t num_keys, const Tensor& weights,
-                                Tensor& out) {
+void CpuBackend::indexer_scores(const Tensor& q, const RowView& keys, const Tensor& row_base, const Tensor& num_keys,
+                                const Tensor& weights, Tensor& out) {
   DI_CHECK(q.ndim() == 3, "indexer_scores: q {} must be [T, H, d]", q.shape());
   const std::int64_t t_count = q.dim(0);
   const std::int64_t heads = q.dim(1);
   const std::int64_t d = q.dim(2);
   const RowSource k = as_source(keys);
-  DI_CHECK(k.rows.width == d && num_keys <= k.num_rows, "indexer_scores: {} keys of width {} for q {}", num_keys,
-           k.rows.width, q.shape());
+  DI_CHECK(k.rows.width == d, "indexer_scores: keys of width {} for q {}", k.rows.width, q.shape());
   DI_CHECK(weights.dtype() == DType::kF32 && weights.numel() == t_count * heads && weights.is_contiguous(),
            "indexer_scores: weights {} for q {}", weights.shape(), q.shape());
-  DI_CHECK(out.dtype() == DType::kF32 && out.ndim() == 2 && out.dim(0) == t_count && out.dim(1) >= num_keys &&
-               out.stride(1) == 1,
-           "indexer_scores: out {} for {} tokens × {} keys", out.shape(), t_count, num_keys);
+  DI_CHECK(out.dtype() == DType::kF32 && out.ndim() == 2 && out.dim(0) == t_count && out.stride(1) == 1,
+           "indexer_scores: out {} must be f32 [{}, n]", out.shape(), t_count);
+  for (const Tensor* t : {&row_base, &num_keys})
+    DI_CHECK(t->dtype() == DType::kI32 && t->numel() == t_count && t->is_contiguous(),
+             "indexer_scores: row_base / num_keys {} must be i32 [{}]", t->shape(), t_count);
+  const std::int64_t width = out.dim(1);
+  const std::int32_t* base = row_base.data<std::int32_t>();
+  const std::int32_t* count = num_keys.data<std::int32_t>();
+  std::int64_t work = 0;
+  for (std::int64_t t = 0; t < t_count; ++t) {
+    DI_CHECK(count[t] >= 0 && count[t] <= width && (count[t] == 0 || (base[t] >= 0 && base[t] + count[t] <= k.num_rows)),
+             "indexer_scores: token {} reads {} keys from row {} ({} rows, out width {})", t, count[t], base[t],
+             k.num_rows, width);
+    work += count[t];
+  }
   const Rows rq = as_rows(q, d);
   const float* w = weights.data<float>();
   float* o = out.data<float>();
   const std::int64_t o_stride = out.stride(0);
-#pragma omp parallel for schedule(static) if (worth_threads(t_count * num_keys * heads * d))
+#pragma omp parallel for schedule(static) if (worth_threads(work * heads * d))
   for (std::int64_t t = 0; t < t_count; ++t) {
     float* qbuf = scratch(0, static_cast<std::size_t>(heads * d));
     for (std::int64_t h = 0; h < heads; ++h) {
@@ -188,8 +199,8 @@ void CpuBackend::indexer_scores(const Tensor& q, const RowView& keys, std::int64
       if (qv != qbuf + h * d) std::copy(qv, qv + d, qbuf + h * d);
     }
     float* kbuf = scratch(1, d);
-    for (std::int64_t s = 0; s < num_keys; ++s) {
-      const std::uint8_t* p = k.row_ptr(s);
+    for (std::int64_t s = 0; s < count[t]; ++s) {
+      const std::uint8_t* p = k.row_ptr(base[t] + s);
       const float* kv = reinterpret_cast<const float*>(p);
       if (!k.rows.is_f32()) {
         const auto* bits = reinterpret_cast<const std::uint16_t*>(p);
@@ -201,10 +212,11 @@ void CpuBackend::indexer_scores(const Tensor& q, const RowView& keys, std::int64
         score += w[t * heads + h] * std::max(dot_f32(qbuf + h * d, kv, d), 0.0f);
       o[t * o_stride + s] = score;
     }
+    std::fill(o + t * o_stride + count[t], o + t * o_stride + width, kNegInf);
   }
 }
 
-void CpuBackend::topk_visible(const Tensor& scores, const Tensor& positions, int ratio, int k, int offset,
+void CpuBackend::topk_visible(const Tensor& scores, const Tensor& positions, int ratio, int k, const Tensor& offsets,
                               Tensor& out) {
   DI_CHECK(scores.dtype() == DType::kF32 && scores.ndim() == 2 && scores.stride(1) == 1,
            "topk_visible: scores {} must be f32 [T, n]", scores.shape());
@@ -212,16 +224,20 @@ void CpuBackend::topk_visible(const Tensor& scores, const Tensor& positions, int
   const std::int64_t n = scores.dim(1);
   DI_CHECK(positions.dtype() == DType::kI32 && positions.numel() == t_count, "topk_visible: {} positions for {} rows",
            positions.numel(), t_count);
+  DI_CHECK(offsets.dtype() == DType::kI32 && offsets.numel() == t_count && offsets.is_contiguous(),
+           "topk_visible: offsets {} must be i32 [{}]", offsets.shape(), t_count);
   DI_CHECK(out.dtype() == DType::kI32 && out.ndim() == 2 && out.dim(0) == t_count && out.dim(1) == k &&
                out.stride(1) == 1,
            "topk_visible: out {} must be i32 [{}, {}]", out.shape(), t_count, k);
   DI_CHECK(ratio > 0 && k >= 0, "topk_visible: ratio {} / k {}", ratio, k);
   const float* sc = scores.data<float>();
   const std::int32_t* pos = positions.data<std::int32_t>();
+  const std::int32_t* off = offsets.data<std::int32_t>();
   std::int32_t* o = out.data<std::int32_t>();
 #pragma omp parallel for schedule(static) if (worth_threads(t_count * n * 8))
   for (std::int64_t t = 0; t < t_count; ++t) {
-    const std::int64_t visible = std::min<std::int64_t>(n, (static_cast<std::int64_t>(pos[t]) + 1) / ratio);
+    const std::int64_t visible =
+        std::clamp<std::int64_t>((static_cast<std::int64_t>(pos[t]) + 1) / ratio, 0, n);
     const float* row = sc + t * scores.stride(0);
     thread_local std::vector<std::int32_t> order;
     order.clear();
@@ -231,7 +247,7 @@ void CpuBackend::topk_visible(const Tensor& scores, const Tensor& positions, int
     auto better = [row](std::int32_t a, std::int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); };
     std::partial_sort(order.begin(), order.begin() + take, order.end(), better);
     std::int32_t* dst = o + t * out.stride(0);
-    for (std::int64_t j = 0; j < k; ++j) dst[j] = j < take ? order[static_cast<std::size_t>(j)] + offset : -1;
+    for (std::int64_t j = 0; j < k; ++j) dst[j] = j < take ? order[static_cast<std::size_t>(j)] + off[t] : -1;
   }
 }
 

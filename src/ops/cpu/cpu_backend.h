@@ -39,13 +39,13 @@ class CpuBackend final : public Backend {
 
   void sparse_attention(const Tensor& q, std::span<const RowView> sources, const Tensor& indices,
                         const Tensor& sinks, const AttentionOptions& options, Tensor& out) override;
-  void indexer_scores(const Tensor& q, const RowView& keys, std::int64_t num_keys, const Tensor& weights,
-                      Tensor& out) override;
-  void topk_visible(const Tensor& scores, const Tensor& positions, int ratio, int k, int offset,
+  void indexer_scores(const Tensor& q, const RowView& keys, const Tensor& row_base, const Tensor& num_keys,
+                      const Tensor& weights, Tensor& out) override;
+  void topk_visible(const Tensor& scores, const Tensor& positions, int ratio, int k, const Tensor& offsets,
                     Tensor& out) override;
 
-  void compressor_update(const Tensor& kv, const Tensor& score, const Tensor& ape, std::int64_t start_pos,
-                         CompressorState& state, Tensor& out) override;
+  void compressor_update(const Tensor& kv, const Tensor& score, const Tensor& ape, const Tensor& positions,
+                         const Tensor& slots, CompressorState& state, Tensor& out) override;
 
   void hc_pre(const Tensor& x, const HcWeights& w, const HcOptions& options, Tensor& y, Tensor& post,
               Tensor& comb) override;

@@ -203,7 +203,8 @@ __global__ void attention_combine_kernel(AttentionArgs a) {
   }
 }
 
-// grid (key tiles of 64, T): out[t, s] = Σ_h w[t, h] · ReLU(q[t, h] · k[s]).
+// grid (key tiles of 64, T): out[t, s] = Σ_h w[t, h] · ReLU(q[t, h] · k[row_base[t] + s]) for
+// s < num_keys[t], -inf beyond.
 __global__ void __launch_bounds__(256) indexer_scores_kernel(IndexerArgs a) {
   extern __shared__ float smem[];
   float* q_s = smem;                   // [H][d]
@@ -211,14 +212,20 @@ __global__ void __launch_bounds__(256) indexer_scores_kernel(IndexerArgs a) {
   float* red_s = k_s + a.d * 65;       // [4][64]
   const std::int64_t t = blockIdx.y;
   const std::int64_t s0 = static_cast<std::int64_t>(blockIdx.x) * 64;
+  const std::int64_t count = a.num_keys[t], base = a.row_base[t];
+  if (s0 >= count) {  // a tile past this token's keys (shorter sequence or batch padding)
+    for (int j = threadIdx.x; j < 64; j += 256)
+      if (s0 + j < a.width) a.out[t * a.out_stride + s0 + j] = -INFINITY;
+    return;
+  }
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int i = threadIdx.x; i < a.heads * a.d; i += 256) q_s[i] = load_elem(a.q, t * a.heads + i / a.d, i % a.d);
   for (int j = warp; j < 64; j += 8) {
     const std::int64_t s = s0 + j;
     std::int64_t phys = -1;
-    if (s < a.num_keys) {
-      phys = physical_row(a.keys, s);
-      if (phys < 0 && lane == 0) report_fault(a.err, DeviceFault::kPageTable, s, a.keys.rows.rows);
+    if (s < count) {
+      phys = physical_row(a.keys, base + s);
+      if (phys < 0 && lane == 0) report_fault(a.err, DeviceFault::kPageTable, base + s, a.keys.rows.rows);
     }
     for (int c = lane; c < a.d; c += 32) k_s[c * 65 + j] = phys >= 0 ? load_elem(a.keys.rows, phys, c) : 0.0f;
   }
@@ -233,8 +240,9 @@ __global__ void __launch_bounds__(256) indexer_scores_kernel(IndexerArgs a) {
   }
   red_s[g * 64 + j] = score;
   __syncthreads();
-  if (g == 0 && s0 + j < a.num_keys)
-    a.out[t * a.out_stride + s0 + j] = ((red_s[j] + red_s[64 + j]) + red_s[128 + j]) + red_s[192 + j];
+  if (g == 0 && s0 + j < a.width)
+    a.out[t * a.out_stride + s0 + j] =
+        s0 + j < count ? ((red_s[j] + red_s[64 + j]) + red_s[128 + j]) + red_s[192 + j] : -INFINITY;
 }
 
 // Order-preserving key of a score; -0 and +0 are one key (they compare equal on the CPU, where
@@ -358,7 +366,7 @@ __global__ void __launch_bounds__(kTopkThreads) topk_visible_kernel(TopkArgs a) 
   for (int j = tid; j < a.k; j += kTopkThreads) {
     if (j < take) {
       const auto index = static_cast<std::int64_t>(0xffffffffu - static_cast<std::uint32_t>(sel[j] & 0xffffffffull));
-      out[j] = static_cast<std::int32_t>(index + a.offset);
+      out[j] = static_cast<std::int32_t>(index + a.offsets[t]);
     } else {
       out[j] = -1;
     }
@@ -389,10 +397,10 @@ std::size_t indexer_smem_bytes(int heads, int d) {
 }
 
 void launch_indexer_scores(const IndexerArgs& args, std::int64_t tokens, cudaStream_t stream) {
-  if (tokens == 0 || args.num_keys == 0) return;
+  if (tokens == 0 || args.width == 0) return;
   const std::size_t smem = indexer_smem_bytes(args.heads, args.d);
   cudaFuncSetAttribute(indexer_scores_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-  const dim3 grid(static_cast<unsigned>((args.num_keys + 63) / 64), static_cast<unsigned>(tokens));
+  const dim3 grid(static_cast<unsigned>((args.width + 63) / 64), static_cast<unsigned>(tokens));
   indexer_scores_kernel<<<grid, 256, smem, stream>>>(args);
 }
 

@@ -91,25 +91,25 @@ void CudaBackend::sparse_attention(const Tensor& q, std::span<const RowView> sou
   DI_CUDA_CHECK_LAUNCH("sparse_attention");
 }
 
-void CudaBackend::indexer_scores(const Tensor& q, const RowView& keys, std::int64_t num_keys, const Tensor& weights,
-                                 Tensor& out) {
+void CudaBackend::indexer_scores(const Tensor& q, const RowView& keys, const Tensor& row_base, const Tensor& num_keys,
+                                 const Tensor& weights, Tensor& out) {
   DI_CHECK(q.ndim() == 3, "indexer_scores: q {} must be [T, H, d]", q.shape());
   const std::int64_t t_count = q.dim(0);
   IndexerArgs a;
   a.heads = static_cast<int>(q.dim(1));
   a.d = static_cast<int>(q.dim(2));
   a.keys = source_of(keys, "indexer_scores keys");
-  DI_CHECK(a.keys.rows.width == a.d && num_keys >= 0 && num_keys <= a.keys.num_rows,
-           "indexer_scores: {} keys of width {} for q {}", num_keys, a.keys.rows.width, q.shape());
+  DI_CHECK(a.keys.rows.width == a.d, "indexer_scores: keys of width {} for q {}", a.keys.rows.width, q.shape());
   a.weights = f32_of(weights, t_count * a.heads, "indexer_scores weights");
-  DI_CHECK(out.dtype() == DType::kF32 && out.ndim() == 2 && out.dim(0) == t_count && out.dim(1) >= num_keys &&
-               out.stride(1) == 1,
-           "indexer_scores: out {} for {} tokens × {} keys", out.shape(), t_count, num_keys);
+  a.row_base = i32_of(row_base, t_count, "indexer_scores row_base");
+  a.num_keys = i32_of(num_keys, t_count, "indexer_scores num_keys");
+  DI_CHECK(out.dtype() == DType::kF32 && out.ndim() == 2 && out.dim(0) == t_count && out.stride(1) == 1,
+           "indexer_scores: out {} must be f32 [{}, n]", out.shape(), t_count);
   check_on_device(out, "indexer_scores out");
   DI_CHECK(indexer_smem_bytes(a.heads, a.d) <= kMaxSmem, "indexer_scores: {} heads × {} dims exceed shared memory",
            a.heads, a.d);
   a.q = rows_of(q, a.d, "indexer_scores q");
-  a.num_keys = num_keys;
+  a.width = out.dim(1);
   a.out = out.data<float>();
   a.out_stride = out.stride(0);
   a.err = err_;
@@ -118,7 +118,7 @@ void CudaBackend::indexer_scores(const Tensor& q, const RowView& keys, std::int6
   DI_CUDA_CHECK_LAUNCH("indexer_scores");
 }
 
-void CudaBackend::topk_visible(const Tensor& scores, const Tensor& positions, int ratio, int k, int offset,
+void CudaBackend::topk_visible(const Tensor& scores, const Tensor& positions, int ratio, int k, const Tensor& offsets,
                                Tensor& out) {
   DI_CHECK(scores.dtype() == DType::kF32 && scores.ndim() == 2 && scores.stride(1) == 1,
            "topk_visible: scores {} must be f32 [T, n]", scores.shape());
@@ -131,12 +131,12 @@ void CudaBackend::topk_visible(const Tensor& scores, const Tensor& positions, in
   check_on_device(out, "topk_visible out");
   TopkArgs a;
   a.positions = i32_of(positions, t_count, "topk_visible positions");
+  a.offsets = i32_of(offsets, t_count, "topk_visible offsets");
   a.scores = scores.data<float>();
   a.score_stride = scores.stride(0);
   a.n = scores.dim(1);
   a.ratio = ratio;
   a.k = k;
-  a.offset = offset;
   a.pow2 = static_cast<int>(std::bit_ceil(static_cast<std::uint32_t>(std::max(k, 1))));
   a.out = out.data<std::int32_t>();
   a.out_stride = out.stride(0);
@@ -145,34 +145,36 @@ void CudaBackend::topk_visible(const Tensor& scores, const Tensor& positions, in
   DI_CUDA_CHECK_LAUNCH("topk_visible");
 }
 
-void CudaBackend::compressor_update(const Tensor& kv, const Tensor& score, const Tensor& ape, std::int64_t start_pos,
-                                    CompressorState& state, Tensor& out) {
+void CudaBackend::compressor_update(const Tensor& kv, const Tensor& score, const Tensor& ape, const Tensor& positions,
+                                    const Tensor& slots, CompressorState& state, Tensor& out) {
   const int ratio = state.ratio;
   const bool overlap = state.overlap;
   const std::int64_t coff = overlap ? 2 : 1;
   DI_CHECK(ratio > 0 && ratio <= 128, "compressor_update: ratio {} must be in [1, 128]", ratio);
-  DI_CHECK(start_pos >= 0, "compressor_update: start_pos {} must be >= 0", start_pos);
   DI_CHECK(kv.ndim() == 2 && score.shape() == kv.shape(), "compressor_update: kv {} / score {} must be equal [T, coff·d]",
            kv.shape(), score.shape());
   const std::int64_t t_count = kv.dim(0);
   const std::int64_t width = kv.dim(1);
   const std::int64_t d = width / coff;
+  const std::int64_t ring = coff * ratio;
   CompressorArgs a;
   a.kv = f32_of(kv, -1, "compressor_update kv");
   a.score = f32_of(score, -1, "compressor_update score");
   a.ape = f32_of(ape, ratio * width, "compressor_update ape");
   DI_CHECK(ape.ndim() == 2 && ape.dim(0) == ratio && ape.dim(1) == width, "compressor_update: ape {} must be [{}, {}]",
            ape.shape(), ratio, width);
-  DI_CHECK(state.kv.shape() == Shape({coff * ratio, width}) && state.score.shape() == state.kv.shape(),
-           "compressor_update: state {} must be f32 [{}, {}]", state.kv.shape(), coff * ratio, width);
-  a.state_kv = f32_mut(state.kv, coff * ratio * width, "compressor_update state kv");
-  a.state_score = f32_mut(state.score, coff * ratio * width, "compressor_update state score");
-  std::int64_t complete = 0;
-  for (std::int64_t t = 0; t < t_count; ++t) complete += (start_pos + t + 1) % ratio == 0 ? 1 : 0;
-  DI_CHECK(out.ndim() == 2 && out.dim(0) == complete && out.dim(1) == d, "compressor_update: out {} must be f32 [{}, {}]",
-           out.shape(), complete, d);
-  a.out = f32_mut(out, complete * d, "compressor_update out");
-  a.start_pos = start_pos;
+  DI_CHECK(state.kv.ndim() == 2 && state.kv.dim(1) == width && state.kv.dim(0) % ring == 0 &&
+               state.score.shape() == state.kv.shape(),
+           "compressor_update: state {} must be f32 [slots · {}, {}]", state.kv.shape(), ring, width);
+  a.state_kv = f32_mut(state.kv, state.kv.numel(), "compressor_update state kv");
+  a.state_score = f32_mut(state.score, state.score.numel(), "compressor_update state score");
+  a.positions = i32_of(positions, t_count, "compressor_update positions");
+  a.slots = i32_of(slots, t_count, "compressor_update slots");
+  a.num_slots = state.kv.dim(0) / ring;
+  a.err = err_;
+  DI_CHECK(out.ndim() == 2 && out.dim(0) == t_count && out.dim(1) == d, "compressor_update: out {} must be f32 [{}, {}]",
+           out.shape(), t_count, d);
+  a.out = f32_mut(out, t_count * d, "compressor_update out");
   a.tokens = t_count;
   a.ratio = ratio;
   a.overlap = overlap ? 1 : 0;

@@ -122,7 +122,9 @@ struct AttentionArgs {
 struct IndexerArgs {
   DevRows q;  // [T * H, d]
   DevRowSource keys;
-  std::int64_t num_keys = 0;
+  const std::int32_t* row_base = nullptr;  // [T]: logical key row of each token's entry 0
+  const std::int32_t* num_keys = nullptr;  // [T]
+  std::int64_t width = 0;                  // out columns (entries past num_keys[t] get -inf)
   const float* weights = nullptr;  // [T, H]
   float* out = nullptr;
   std::int64_t out_stride = 0;
@@ -138,7 +140,7 @@ struct TopkArgs {
   const std::int32_t* positions = nullptr;
   int ratio = 1;
   int k = 0;
-  int offset = 0;
+  const std::int32_t* offsets = nullptr;  // [rows]
   int pow2 = 1;  // power of two >= k
   std::int32_t* out = nullptr;
   std::int64_t out_stride = 0;
@@ -164,8 +166,11 @@ struct CompressorArgs {
   const float* ape = nullptr;
   float* state_kv = nullptr;
   float* state_score = nullptr;
-  float* out = nullptr;
-  std::int64_t start_pos = 0;
+  float* out = nullptr;                 // [T, d]
+  const std::int32_t* positions = nullptr;  // [T]
+  const std::int32_t* slots = nullptr;      // [T], -1 = padding
+  std::int64_t num_slots = 0;               // state pool slots (a slot past them is a fault)
+  int* err = nullptr;
   std::int64_t tokens = 0;
   int ratio = 0;
   int overlap = 0;

@@ -1,6 +1,6 @@
 // mHC mixing (stream RMS, mixing dot products, Sinkhorn, collapse, post-mix, head), V4.1's
-// Engram read-out gate and the KV compressor's per-sequence group state. The compressor is sequential in tokens but independent
-// per channel, so one thread owns one channel (and its overlap twin) across the whole chunk.
+// Engram read-out gate and the KV compressor over a batch: one thread per (row, channel) pools the
+// group a row completes, then each sequence's ring keeps its last rows.
 #include "ops/cuda/device_formats.cuh"
 #include "ops/cuda/kernels.h"
 
@@ -177,46 +177,80 @@ __global__ void __launch_bounds__(kHcThreads) engram_gate_kernel(EngramGateArgs 
     store_elem(a.out, t, off + c, fmaf(gate, load_elem(a.value, t, c), load_elem(a.x, t, off + c)));
 }
 
-// Channel c (and c + d with overlap) across the chunk's tokens.
-__global__ void compressor_kernel(CompressorArgs a) {
+// Row of this batch holding position q of the same sequence as row t, or -1 (then the slot's ring has it).
+__device__ std::int64_t compressor_input_row(const CompressorArgs& a, std::int64_t t, std::int64_t q) {
+  const std::int64_t back = static_cast<std::int64_t>(a.positions[t]) - q;
+  if (back < 0 || back > t) return -1;
+  const std::int64_t r = t - back;
+  return a.slots[r] == a.slots[t] && a.positions[r] == q ? r : -1;
+}
+
+// grid (channel tiles, T): the group completed by row t, channel c (the CPU's order: max, sum of
+// exponentials, weighted sum in slot order); rows that complete no group write zeros.
+__global__ void compressor_pool_kernel(CompressorArgs a) {
   const std::int64_t c = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  const std::int64_t t = blockIdx.y;
   if (c >= a.d) return;
   const int ratio = a.ratio;
-  const std::int64_t width = a.width;
-  const std::int64_t current = a.overlap ? ratio : 0;
-  const int halves = a.overlap ? 2 : 1;
-  std::int64_t emitted = 0;
-  for (std::int64_t t = 0; t < a.tokens; ++t) {
-    const std::int64_t p = a.start_pos + t;
-    const std::int64_t slot = p % ratio;
-    for (int hh = 0; hh < halves; ++hh) {
-      const std::int64_t col = c + hh * a.d;
-      a.state_kv[(current + slot) * width + col] = a.kv[t * width + col];
-      a.state_score[(current + slot) * width + col] = a.score[t * width + col] + a.ape[slot * width + col];
-    }
-    if ((p + 1) % ratio != 0) continue;
-    const int slots = a.overlap ? 2 * ratio : ratio;
-    auto at = [&](const float* base, int i) {
-      if (!a.overlap) return base[i * width + c];
-      return i < ratio ? base[i * width + c] : base[i * width + a.d + c];
-    };
-    float max_score = -INFINITY;
-    for (int i = 0; i < slots; ++i) max_score = fmaxf(max_score, at(a.state_score, i));
-    float sum = 0.0f;
-    for (int i = 0; i < slots; ++i) sum += expf(at(a.state_score, i) - max_score);
-    float value = 0.0f;
-    for (int i = 0; i < slots; ++i) value += at(a.state_kv, i) * (expf(at(a.state_score, i) - max_score) / sum);
-    a.out[emitted * a.d + c] = value;
-    ++emitted;
-    if (a.overlap) {
-      for (int i = 0; i < ratio; ++i)
-        for (int hh = 0; hh < 2; ++hh) {
-          const std::int64_t col = c + hh * a.d;
-          a.state_kv[i * width + col] = a.state_kv[(ratio + i) * width + col];
-          a.state_score[i * width + col] = a.state_score[(ratio + i) * width + col];
-        }
-    }
+  const std::int64_t p = a.positions[t], slot = a.slots[t];
+  if (slot >= a.num_slots || (slot >= 0 && p < 0)) {
+    if (c == 0) report_fault(a.err, DeviceFault::kScatterRow, slot, a.num_slots);
+    return;
   }
+  if (slot < 0 || (p + 1) % ratio != 0) {
+    a.out[t * a.d + c] = 0.0f;
+    return;
+  }
+  const std::int64_t width = a.width;
+  const int ring = a.overlap ? 2 * ratio : ratio;
+  const std::int64_t first = p + 1 - ring;
+  // Slot i reads position first + i: from this batch (score + position bias) or from the ring.
+  auto load = [&](int i, float& kv, float& score) {
+    const std::int64_t q = first + i;
+    const std::int64_t col = a.overlap && i >= ratio ? a.d + c : c;
+    const std::int64_t r = compressor_input_row(a, t, q);
+    if (r >= 0) {
+      kv = a.kv[r * width + col];
+      score = a.score[r * width + col] + a.ape[((q % ratio + ratio) % ratio) * width + col];
+    } else {
+      const std::int64_t row = slot * ring + (q % ring + ring) % ring;
+      kv = a.state_kv[row * width + col];
+      score = a.state_score[row * width + col];
+    }
+  };
+  float kv, score;
+  float max_score = -INFINITY;
+  for (int i = 0; i < ring; ++i) {
+    load(i, kv, score);
+    max_score = fmaxf(max_score, score);
+  }
+  float sum = 0.0f;
+  for (int i = 0; i < ring; ++i) {
+    load(i, kv, score);
+    sum += expf(score - max_score);
+  }
+  float value = 0.0f;
+  for (int i = 0; i < ring; ++i) {
+    load(i, kv, score);
+    value += kv * (expf(score - max_score) / sum);
+  }
+  a.out[t * a.d + c] = value;
+}
+
+// grid (column tiles, T): row t enters its slot's ring unless a later row of the same sequence
+// takes its ring row (runs after the pooling kernel, which reads the old rows).
+__global__ void compressor_ring_kernel(CompressorArgs a) {
+  const std::int64_t col = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  const std::int64_t t = blockIdx.y;
+  if (col >= a.width) return;
+  const std::int64_t slot = a.slots[t], p = a.positions[t];
+  if (slot < 0 || slot >= a.num_slots || p < 0) return;  // the pooling kernel reports bad slots
+  const int ring = a.overlap ? 2 * a.ratio : a.ratio;
+  const std::int64_t later = t + ring;
+  if (later < a.tokens && a.slots[later] == slot && a.positions[later] == p + ring) return;
+  const std::int64_t row = slot * ring + p % ring;
+  a.state_kv[row * a.width + col] = a.kv[t * a.width + col];
+  a.state_score[row * a.width + col] = a.score[t * a.width + col] + a.ape[(p % a.ratio) * a.width + col];
 }
 
 }  // namespace
@@ -251,7 +285,10 @@ void launch_engram_gate(const EngramGateArgs& args, cudaStream_t stream) {
 
 void launch_compressor(const CompressorArgs& args, cudaStream_t stream) {
   if (args.tokens == 0) return;
-  compressor_kernel<<<static_cast<unsigned>((args.d + 127) / 128), 128, 0, stream>>>(args);
+  const dim3 pool_grid(static_cast<unsigned>((args.d + 127) / 128), static_cast<unsigned>(args.tokens));
+  compressor_pool_kernel<<<pool_grid, 128, 0, stream>>>(args);
+  const dim3 ring_grid(static_cast<unsigned>((args.width + 127) / 128), static_cast<unsigned>(args.tokens));
+  compressor_ring_kernel<<<ring_grid, 128, 0, stream>>>(args);
 }
 
 }  // namespace deepinfer::ops::cuda
