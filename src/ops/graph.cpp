@@ -3,6 +3,7 @@
 // live here.
 #include "ops/graph.h"
 
+#include <algorithm>
 #include <bit>
 
 #include "common/error.h"
