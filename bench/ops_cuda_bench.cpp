@@ -2,7 +2,7 @@
 // the same run, then V4-Flash GEMMs (bf16 and fp8 128x128-block weights) at decode and prefill
 // batch sizes, the fp4 routed-expert pipeline over 256 experts, and decode sparse attention.
 // Every time is the median of CUDA-graph replays (ops::cuda_time). Prints markdown tables.
-// usage: ops_cuda_bench [--quick | --attention (that section alone)]
+// usage: ops_cuda_bench [--quick | --attention (that section alone) | --gemm (ceilings, GEMMs, experts)]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -105,12 +105,16 @@ void measure_roof(Roof& roof, Backend& b) {
   Tensor y = b.empty({n, n}, DType::kBF16);
   const CudaTiming gemm = cuda_time(b, [&] { b.linear(x, w, LinearOptions{}, y); }, 3, 10);
   const double gemm_tflops = 2.0 * n * n * n / (gemm.median_ms * 1e9);
+  const LinearWeight w8 = make_weight(b, WeightFormat::kFp8Block, n, n, 3);
+  const CudaTiming gemm8 = cuda_time(b, [&] { b.linear(x, w8, LinearOptions{128}, y); }, 3, 10);
+  const double fp8_tflops = 2.0 * n * n * n / (gemm8.median_ms * 1e9);
   std::printf("## Ceilings\n\n| what | this run | floor uses |\n| --- | ---: | ---: |\n");
   std::printf("| HBM: cudaMemcpyAsync device-to-device, 2 GiB (read + write) | %.0f GB/s | %.0f GB/s |\n", copy_gbs,
               roof.hbm_gbs);
   std::printf("| bf16 GEMM 8192³ through linear() (act staging + cuBLASLt) | %.0f TFLOP/s | %.0f TFLOP/s |\n",
               gemm_tflops, roof.bf16_tflops);
-  std::printf("| fp8 dense (not re-measured) | - | %.0f TFLOP/s |\n\n", roof.fp8_tflops);
+  std::printf("| fp8 GEMM 8192³ through linear() (act quant + cuBLASLt block-scaled FP8) | %.0f TFLOP/s | %.0f "
+              "TFLOP/s |\n\n", fp8_tflops, roof.fp8_tflops);
 }
 
 struct GemmShape {
@@ -118,42 +122,58 @@ struct GemmShape {
   std::int64_t n, k;
 };
 
-void bench_gemms(Backend& fast, Backend& invariant, const Roof& roof, bool quick) {
+// The backends whose paths the GEMM table compares (all on device 0, sharing the weights).
+struct GemmBackends {
+  Backend& fast;       // what linear() picks by default
+  Backend& invariant;  // the mma.sync kernel at every M
+  Backend& skinny;     // FP8 skinny tensor-core GEMM at every M
+  Backend& fp8_lt;     // cuBLASLt block-scaled FP8 at every M
+  Backend& bf16_lt;    // cuBLASLt on a bf16 copy of the weight at every M (the previous large-M path)
+};
+
+void bench_gemms(const GemmBackends& be, const Roof& roof, bool quick) {
   const std::vector<GemmShape> shapes = {{"wq_a", 1024, 4096},   {"wq_b", 32768, 1024}, {"wkv", 512, 4096},
                                          {"wo_b", 4096, 8192},   {"shared w1/w3", 2048, 4096},
                                          {"shared w2", 4096, 2048}};
-  const std::vector<std::int64_t> ms =
-      quick ? std::vector<std::int64_t>{1, 256} : std::vector<std::int64_t>{1, 4, 32, 256, 4096};
+  const CudaBackendOptions defaults;
   std::printf("## GEMMs (y = x·Wᵀ, bf16 x and out; fp8 rows use FP8 act quant per 128)\n\n");
   std::printf("floor = max(bytes / HBM, FLOPs / peak) with the bf16 peak for bf16 weights and the fp8 peak for "
-              "fp8 weights; 'mma' = our mma.sync kernel (what the batch-invariant backend always runs), 'default' = "
-              "what linear() picks otherwise: the decode GEMV up to 4 rows, mma.sync (split-K) up to %d, "
-              "cuBLASLt on a bf16 copy of the weight from there.\n\n", CudaBackendOptions{}.cublas_min_rows);
+              "fp8 weights. Paths: 'default' = what linear() picks (fp8: the FP8 skinny tensor-core GEMM up to %d "
+              "rows, then cuBLASLt's block-scaled FP8 GEMM; bf16: the decode GEMV up to 4 rows, mma.sync below %d, "
+              "cuBLASLt from there), 'mma' = our mma.sync kernel (what the batch-invariant backend always runs), "
+              "'skinny' / 'fp8 cuBLASLt' / 'bf16 cuBLASLt' = that path forced (bf16 cuBLASLt dequantises the fp8 "
+              "weight to bf16 first: the previous large-M path).\n\n",
+              defaults.skinny_max_rows, defaults.cublas_min_rows);
   std::printf("| weight | format | M | path | time µs | TFLOP/s | GB/s | floor µs | floor/time |\n");
   std::printf("| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |\n");
   for (WeightFormat f : {WeightFormat::kBF16, WeightFormat::kFp8Block}) {
+    const bool fp8 = f == WeightFormat::kFp8Block;
+    std::vector<std::int64_t> ms = quick ? std::vector<std::int64_t>{1, 256} : std::vector<std::int64_t>{1, 4, 32, 256, 4096};
+    if (fp8 && !quick) ms = {1, 4, 8, 16, 32, 64, 128, 256, 1024, 4096};
     for (const GemmShape& s : shapes) {
-      const LinearWeight wf = make_weight(fast, f, s.n, s.k, static_cast<std::uint64_t>(s.n + s.k));
-      LinearWeight wi = wf;  // same device memory: both backends live on device 0
+      const LinearWeight w = make_weight(be.fast, f, s.n, s.k, static_cast<std::uint64_t>(s.n + s.k));
       for (std::int64_t m : ms) {
-        const Tensor x = fast.upload(host_bf16({m, s.k}, 1.0f, static_cast<std::uint64_t>(m)));
-        Tensor y = fast.empty({m, s.n}, DType::kBF16);
-        const LinearOptions opt{f == WeightFormat::kFp8Block ? 128 : 0};
+        const Tensor x = be.fast.upload(host_bf16({m, s.k}, 1.0f, static_cast<std::uint64_t>(m)));
+        Tensor y = be.fast.empty({m, s.n}, DType::kBF16);
+        const LinearOptions opt{fp8 ? 128 : 0};
         const double flops = 2.0 * m * s.n * s.k;
-        const double bytes = static_cast<double>(wf.data.nbytes() + (wf.scale.defined() ? wf.scale.nbytes() : 0)) +
+        const double bytes = static_cast<double>(w.data.nbytes() + (w.scale.defined() ? w.scale.nbytes() : 0)) +
                              2.0 * m * (s.k + s.n);
-        const double peak = f == WeightFormat::kBF16 ? roof.bf16_tflops : roof.fp8_tflops;
-        const double fl = floor_us(bytes, flops, peak, roof);
-        auto row = [&](const char* path, Backend& b, const LinearWeight& w) {
+        const double fl = floor_us(bytes, flops, fp8 ? roof.fp8_tflops : roof.bf16_tflops, roof);
+        auto row = [&](const char* path, Backend& b) {
           const CudaTiming t = cuda_time(b, [&] { b.linear(x, w, opt, y); }, 5, 10);
           const double us = t.median_ms * 1e3;
           std::printf("| %s [%lld, %lld] | %s | %lld | %s | %.1f | %.1f | %.0f | %.1f | %.0f%% |\n", s.name,
-                      static_cast<long long>(s.n), static_cast<long long>(s.k),
-                      f == WeightFormat::kBF16 ? "bf16" : "fp8/128", static_cast<long long>(m), path, us,
-                      flops / (us * 1e6), bytes / (us * 1e3), fl, 100.0 * fl / us);
+                      static_cast<long long>(s.n), static_cast<long long>(s.k), fp8 ? "fp8/128" : "bf16",
+                      static_cast<long long>(m), path, us, flops / (us * 1e6), bytes / (us * 1e3), fl, 100.0 * fl / us);
         };
-        row("mma", invariant, wi);
-        if (m <= 4 || m >= CudaBackendOptions{}.cublas_min_rows) row("default", fast, wf);
+        row("default", be.fast);
+        row("mma", be.invariant);
+        if (fp8) {
+          if (m <= 64) row("skinny", be.skinny);
+          row("fp8 cuBLASLt", be.fp8_lt);
+          if (m >= 64) row("bf16 cuBLASLt", be.bf16_lt);
+        }
         std::fflush(stdout);
       }
     }
@@ -161,7 +181,7 @@ void bench_gemms(Backend& fast, Backend& invariant, const Roof& roof, bool quick
   std::printf("\n");
 }
 
-void bench_experts(Backend& b, const Roof& roof, bool quick) {
+void bench_experts(Backend& b, Backend& invariant, const Roof& roof, bool quick) {
   const int n_exp = 256, k = 6;
   const std::int64_t dim = 4096, inter = 2048;
   std::vector<ExpertWeights> experts;
@@ -174,13 +194,15 @@ void bench_experts(Backend& b, const Roof& roof, bool quick) {
   const double setup_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double expert_bytes = 3.0 * (inter * dim / 2 + inter * dim / 32);
   std::printf("## Routed experts: fp4 weights, 256 experts × [2048, 4096] (w1, w3) + [4096, 2048] (w2), top-6\n\n");
-  std::printf("moe_experts(): sort by expert, grouped w1/w3 GEMM (fp4 → bf16 in shared memory), SwiGLU + FP8 act "
-              "quant, grouped w2, combine. Bytes = distinct experts touched × %.1f MB + activations. (weights "
-              "generated in %.0f s)\n\n", expert_bytes / 1e6, setup_s);
-  std::printf("| tokens | experts touched | time µs | TFLOP/s | GB/s | floor µs | floor/time |\n");
-  std::printf("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  std::printf("moe_experts(): 'default' = FP8 act quant to codes, sort by expert on the device, skinny FP8 "
+              "tensor-core GEMM for w1/w3 (fp4 widened to e4m3 in registers; items of 8 or 32 rows per expert), "
+              "SwiGLU + act quant to codes, skinny w2, combine; 'mma' = the batch-invariant backend's pipeline "
+              "(mma.sync, fp4 → bf16 in shared memory; the previous path). Bytes = distinct experts touched × %.1f "
+              "MB + activations. (weights generated in %.0f s)\n\n", expert_bytes / 1e6, setup_s);
+  std::printf("| tokens | experts touched | path | time µs | TFLOP/s | GB/s | floor µs | floor/time |\n");
+  std::printf("| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |\n");
   const std::vector<std::int64_t> ts =
-      quick ? std::vector<std::int64_t>{1, 256} : std::vector<std::int64_t>{1, 4, 32, 256, 4096};
+      quick ? std::vector<std::int64_t>{1, 256} : std::vector<std::int64_t>{1, 4, 8, 32, 64, 256, 1024, 4096};
   for (std::int64_t t : ts) {
     std::vector<std::int32_t> ids(static_cast<std::size_t>(t * k));
     std::mt19937 rng(static_cast<std::uint32_t>(t));
@@ -202,14 +224,17 @@ void bench_experts(Backend& b, const Roof& roof, bool quick) {
     const Tensor gid = b.upload(id_host), gw = b.upload(w_host);
     Tensor out = b.empty({t, dim}, DType::kF32);
     const MoeOptions options{10.0f, 128, DType::kBF16};
-    const CudaTiming tm = cuda_time(b, [&] { b.moe_experts(x, gid, gw, experts, options, out); }, 3, 10);
-    const double us = tm.median_ms * 1e3;
     const double flops = 2.0 * t * k * 3.0 * dim * inter;
     const double bytes = static_cast<double>(touched.size()) * expert_bytes + t * dim * 6.0;
-    const double fl = floor_us(bytes, flops, roof.bf16_tflops, roof);
-    std::printf("| %lld | %zu | %.1f | %.1f | %.0f | %.1f | %.0f%% |\n", static_cast<long long>(t), touched.size(), us,
-                flops / (us * 1e6), bytes / (us * 1e3), fl, 100.0 * fl / us);
-    std::fflush(stdout);
+    const double fl = floor_us(bytes, flops, roof.fp8_tflops, roof);
+    for (Backend* be : {&b, &invariant}) {
+      const CudaTiming tm = cuda_time(*be, [&] { be->moe_experts(x, gid, gw, experts, options, out); }, 3, 10);
+      const double us = tm.median_ms * 1e3;
+      std::printf("| %lld | %zu | %s | %.1f | %.1f | %.0f | %.1f | %.0f%% |\n", static_cast<long long>(t),
+                  touched.size(), be == &b ? "default" : "mma", us, flops / (us * 1e6), bytes / (us * 1e3), fl,
+                  100.0 * fl / us);
+      std::fflush(stdout);
+    }
   }
   std::printf("\n");
 }
@@ -311,7 +336,7 @@ void bench_attention(Backend& b, const Roof& roof) {
 
 int main(int argc, char** argv) {
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
-  const CudaDeviceInfo info = cuda_device_info();
+  const auto info = deepinfer::cuda_device_info();
   if (info.count == 0) {
     std::printf("ops_cuda_bench: no GPU (%s); nothing to measure\n", info.reason.c_str());
     return 0;
@@ -326,11 +351,25 @@ int main(int argc, char** argv) {
     CudaBackendOptions inv;
     inv.batch_invariant = true;
     auto invariant = make_cuda_backend(inv);
+    CudaBackendOptions sk;
+    sk.batch_invariant = false;
+    sk.skinny_max_rows = 1 << 20;
+    auto skinny = make_cuda_backend(sk);
+    CudaBackendOptions lt8;
+    lt8.batch_invariant = false;
+    lt8.skinny_max_rows = 0;
+    auto fp8_lt = make_cuda_backend(lt8);
+    CudaBackendOptions lt16;
+    lt16.batch_invariant = false;
+    lt16.skinny_max_rows = 0;
+    lt16.fp8_cublas = false;
+    lt16.cublas_min_rows = 1;
+    auto bf16_lt = make_cuda_backend(lt16);
     Roof roof;
     measure_roof(roof, *fast);
-    bench_gemms(*fast, *invariant, roof, quick);
-    bench_attention(*fast, roof);
-    bench_experts(*fast, roof, quick);
+    bench_gemms({*fast, *invariant, *skinny, *fp8_lt, *bf16_lt}, roof, quick);
+    if (argc <= 1 || std::strcmp(argv[1], "--gemm") != 0) bench_attention(*fast, roof);
+    bench_experts(*fast, *invariant, roof, quick);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ops_cuda_bench: %s\n", e.what());
     return 1;

@@ -1,6 +1,7 @@
 // CUDA vs CPU parity of linear(): every weight format (f32, bf16, fp8 128x128 and 32x32 blocks,
-// fp4) over odd and model-sized shapes, batch 1 to large batch (split-K, tensor-core tiles and the
-// cuBLASLt path), FP8 activation fake quant, strided and bf16 inputs/outputs; plus the
+// fp4) over odd and model-sized shapes, batch 1 to large batch (split-K, tensor-core tiles, the
+// cuBLASLt paths and the FP8 tensor-core paths: skinny GEMM and block-scaled cuBLASLt, each also
+// forced at every M), FP8 activation quant, strided and bf16 inputs/outputs; plus the
 // batch-invariant mode's promise that a row's result does not depend on the batch.
 #include "ops/parity_util.h"
 
@@ -36,6 +37,33 @@ struct Case {
   std::int64_t m, n, k;
 };
 
+// Backends that force one FP8 tensor-core path at every M: the skinny GEMM, or cuBLASLt's
+// block-scaled FP8 GEMM (fp8 128-blocks; other formats then take the usual paths).
+Backend& gpu_skinny_always() {
+  static std::unique_ptr<Backend> backend = [] {
+    CudaBackendOptions options;
+    options.batch_invariant = false;
+    options.skinny_max_rows = 1 << 20;
+    return make_cuda_backend(options);
+  }();
+  return *backend;
+}
+
+Backend& gpu_fp8_cublas_always() {
+  static std::unique_ptr<Backend> backend = [] {
+    CudaBackendOptions options;
+    options.batch_invariant = false;
+    options.skinny_max_rows = 0;
+    return make_cuda_backend(options);
+  }();
+  return *backend;
+}
+
+// FP8 tensor cores: products of e4m3 codes are exact, but Hopper's FP8 MMA aligns the products of
+// one instruction to ~14 mantissa bits before adding (DeepSeek-V3 report, section 3.3.2); the f32
+// promotion per 32-K step (skinny) or 128-K block (cuBLASLt) keeps it far below the bf16 bound.
+constexpr double kTolFp8Mma = 1e-3;
+
 // x bf16 (or act-quantised) makes every product exact in bf16, so only the f32 summation order
 // differs from the CPU; f32 x rounded to bf16 operands lands within the bf16 bound.
 void check_linear(Fmt f, const Case& c, DType x_dtype, int act_block, DType out_dtype, Backend& b = gpu()) {
@@ -49,7 +77,9 @@ void check_linear(Fmt f, const Case& c, DType x_dtype, int act_block, DType out_
   Tensor got = poisoned({c.m, c.n}, out_dtype, b);
   b.linear(to_gpu(x, b), to_gpu(w, b), options, got);
   const bool exact_operands = f == Fmt::kF32 || x_dtype == DType::kBF16 || act_block > 0;
-  const double tol = out_dtype == DType::kBF16 ? kTolBf16 : (exact_operands ? 1e-4 : kTolBf16);
+  const bool fp8_mma = x_dtype == DType::kBF16 && act_block > 0 && (f == Fmt::kFp8b128 || f == Fmt::kFp8b32 ||
+                                                                      f == Fmt::kFp4);
+  const double tol = out_dtype == DType::kBF16 ? kTolBf16 : (fp8_mma ? kTolFp8Mma : (exact_operands ? 1e-4 : kTolBf16));
   expect_parity(got, want, tol, b);
 }
 
@@ -63,6 +93,14 @@ TEST(CudaParity, LinearMatchesCpuForEveryFormatAndShape) {
       check_linear(f, c, DType::kBF16, 0, DType::kF32);
       if (f == Fmt::kFp8b128 || f == Fmt::kFp4) check_linear(f, c, DType::kF32, 128, DType::kF32);
       if (f == Fmt::kFp8b32) check_linear(f, c, DType::kF32, 32, DType::kBF16);
+      // reference-qat: bf16 x with FP8 act quant takes the FP8 tensor-core paths.
+      if (f == Fmt::kFp8b128 || f == Fmt::kFp4 || f == Fmt::kFp8b32) {
+        const int act = f == Fmt::kFp8b32 ? 32 : 128;
+        check_linear(f, c, DType::kBF16, act, DType::kF32);
+        check_linear(f, c, DType::kBF16, act, DType::kBF16);
+        check_linear(f, c, DType::kBF16, act, DType::kF32, gpu_skinny_always());
+        check_linear(f, c, DType::kBF16, act, DType::kF32, gpu_fp8_cublas_always());
+      }
       // The batch-invariant backend runs the tensor-core kernel at every M (no GEMV, no cuBLASLt).
       check_linear(f, c, DType::kBF16, f == Fmt::kFp8b128 ? 128 : 0, DType::kF32, gpu_invariant());
     }
@@ -88,7 +126,7 @@ TEST(CudaParity, LinearReadsStridedRowsAndWritesStridedRows) {
   Tensor got_wide = to_gpu(Tensor::zeros({20, 300}, DType::kF32));
   Tensor got = got_wide.narrow(1, 10, 256);
   gpu().linear(to_gpu(wide_x).narrow(1, 100, 512), to_gpu(w), LinearOptions{128}, got);
-  expect_parity(got_wide, want_wide, 1e-4);
+  expect_parity(got_wide, want_wide, kTolFp8Mma);
 }
 
 TEST(CudaParity, BatchInvariantModeGivesEveryRowTheSameBitsAtAnyBatchSize) {

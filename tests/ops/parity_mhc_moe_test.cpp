@@ -98,9 +98,11 @@ TEST(CudaParity, MoeExpertsMatchCpuThroughTheGroupedGemm) {
       gpu_experts.push_back({to_gpu(ew.w1), to_gpu(ew.w3), to_gpu(ew.w2)});
       cpu_experts.push_back(std::move(ew));
     }
-    for (std::int64_t t : {1, 5, 200})
+    for (std::int64_t t : {1, 5, 40, 200})
       for (int act : {0, 128})
-      for (Backend* b : {&gpu(), &gpu_invariant()}) {  // grouped GEMV for decode / tensor cores always
+      // default: the skinny FP8 tensor-core GEMM with FP8 act quant (items of 8 or 32 rows), else the
+      // grouped GEMV / mma.sync pipeline; batch-invariant: mma.sync always.
+      for (Backend* b : {&gpu(), &gpu_invariant()}) {
         SCOPED_TRACE(testing::Message() << "format " << static_cast<int>(f) << " T=" << t << " act " << act
                                         << " invariant " << (b == &gpu_invariant()));
         const Tensor x = random_tensor({t, dim}, 81, 1.0f, DType::kBF16);

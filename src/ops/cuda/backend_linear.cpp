@@ -1,7 +1,8 @@
-// CUDA backend linear layers: picks the kernel for a GEMM (bf16 tensor-core kernel with in-tile
-// dequantisation of fp8-block / fp4 weights, split over K when the output has too few tiles to
-// fill the GPU; cuBLASLt on a bf16 copy of the weight for large M; SIMT f32 for f32 activations,
-// f32 weights and odd K) and stages the activations (FP8 fake quant, bf16/f32, zero padded).
+// CUDA backend linear layers: picks the kernel for a GEMM (FP8 tensor cores for quantised weights
+// with FP8 act quant: the skinny register-fragment GEMM for few rows, cuBLASLt's block-scaled FP8
+// GEMM for many; the bf16 tensor-core kernel with in-tile dequantisation, split over K when the
+// output has too few tiles, which batch-invariant mode runs at every M; cuBLASLt on a bf16 copy of
+// the weight; SIMT f32 for f32 activations, f32 weights and odd K) and stages the activations.
 #include <algorithm>
 
 #include "ops/cpu/gemm.h"
@@ -13,6 +14,14 @@ namespace deepinfer::ops::cuda {
 namespace {
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// Largest power of two (<= 256) dividing the address: what cuBLASLt may assume about a pointer.
+std::uint32_t pointer_alignment(const void* p) {
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  std::uint32_t align = 256;
+  while (align > 1 && a % align != 0) align /= 2;
+  return align;
+}
 
 // Whether the tensor-core kernel can stream this weight: 16-byte aligned rows and base.
 bool mma_compatible(const LinearWeight& w) {
@@ -41,6 +50,31 @@ struct LtMatmul {
     if (desc) cublasLtMatmulDescDestroy(desc);
   }
 };
+
+// outᵀ [N, M] = W [K, N]ᵀ · xᵀ [K, M] in cuBLASLt's column-major view: operands of `type` (x rows `ldb`
+// apart), f32 compute, out bf16 or f32 (rows out.stride apart); the preference allows `workspace` bytes.
+void lt_describe(LtMatmul& mm, cudaDataType_t type, std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t ldb,
+                 const DevRows& out, const std::size_t& workspace) {
+  DI_CUBLAS_CHECK(cublasLtMatmulDescCreate(&mm.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t trans = CUBLAS_OP_T, no_trans = CUBLAS_OP_N;
+  DI_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(mm.desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans, sizeof(trans)));
+  DI_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(mm.desc, CUBLASLT_MATMUL_DESC_TRANSB, &no_trans, sizeof(no_trans)));
+  DI_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&mm.a, type, static_cast<std::uint64_t>(k), static_cast<std::uint64_t>(n), k));
+  DI_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&mm.b, type, static_cast<std::uint64_t>(k), static_cast<std::uint64_t>(m), ldb));
+  DI_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&mm.d, out.bf16 ? CUDA_R_16BF : CUDA_R_32F,
+                                             static_cast<std::uint64_t>(n), static_cast<std::uint64_t>(m), out.stride));
+  DI_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&mm.pref));
+  DI_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(mm.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+                                                       sizeof(workspace)));
+}
+
+// cuBLASLt's first choice for the described matmul; false when it has none.
+bool lt_heuristic(cublasLtHandle_t lt, const LtMatmul& mm, cublasLtMatmulHeuristicResult_t& heuristic) {
+  int found = 0;
+  const cublasStatus_t status =
+      cublasLtMatmulAlgoGetHeuristic(lt, mm.desc, mm.a, mm.b, mm.d, mm.d, mm.pref, 1, &heuristic, &found);
+  return status == CUBLAS_STATUS_SUCCESS && found > 0;
+}
 
 }  // namespace
 
@@ -83,6 +117,21 @@ void CudaBackend::gemm(const DevRows& x, const LinearWeight& w, int act_block, c
     launch_simt_gemm(args, stream_);
     DI_CUDA_CHECK_LAUNCH("linear (simt)");
     return;
+  }
+  // FP8 tensor cores: the act quant yields exactly the reference's e4m3 codes and power-of-two
+  // scales, every product is exact, only the f32 summation order differs. Not in batch-invariant
+  // mode: the skinny GEMM's K split and cuBLASLt's kernel choice depend on M.
+  if (!options_.batch_invariant && fp8_eligible(w, act_block)) {
+    // Measured on the H200 (docs/PERFORMANCE.md): the skinny GEMM wins up to 8 rows; up to 32 rows it
+    // still wins on weights of <= 8M elements, cuBLASLt on larger ones.
+    const std::int64_t skinny_rows = options_.skinny_max_rows;
+    if (m <= skinny_rows || (m <= 4 * skinny_rows && n * k <= (std::int64_t{8} << 20))) {
+      gemm_skinny(x, w, act_block, out);
+      return;
+    }
+    if (options_.fp8_cublas && w.format == WeightFormat::kFp8Block && w.block == 128 && act_block == 128 &&
+        gemm_cublas_fp8(x, w, out))
+      return;
   }
   if (!options_.batch_invariant && options_.cublas_min_rows > 0 && m >= options_.cublas_min_rows &&
       (w.format == WeightFormat::kBF16 || w.block % 8 == 0) && gemm_cublas(x, w, act_block, out))
@@ -150,6 +199,92 @@ void CudaBackend::gemm(const DevRows& x, const LinearWeight& w, int act_block, c
   }
 }
 
+bool CudaBackend::fp8_eligible(const LinearWeight& w, int act_block) const {
+  const std::int64_t k = w.in_features();
+  const bool fp8 = w.format == WeightFormat::kFp8Block && w.block % 16 == 0;
+  const bool fp4 = w.format == WeightFormat::kFp4 && w.block == 32;
+  return (fp8 || fp4) && act_block > 0 && act_block % 32 == 0 && act_block <= 128 && k % 32 == 0 &&
+         reinterpret_cast<std::uintptr_t>(w.data.raw_data()) % 16 == 0;
+}
+
+// Few rows: FP8 act quant to codes, then the skinny tensor-core GEMM streams the weight once per
+// group of up to 32 rows.
+void CudaBackend::gemm_skinny(const DevRows& x, const LinearWeight& w, int act_block, const DevRows& out) {
+  const std::int64_t m = x.rows, n = out.width, k = x.width;
+  const std::int64_t ldx = ceil_div(k, 16) * 16;
+  const std::int64_t kb = ceil_div(k, act_block);
+  ScratchLayout layout;
+  const std::size_t c_off = layout.add(static_cast<std::size_t>(m * ldx));
+  const std::size_t s_off = layout.add(static_cast<std::size_t>(kb * m) * sizeof(float));
+  std::uint8_t* base = scratch(layout.total());
+  auto* scales = reinterpret_cast<float*>(base + s_off);
+  launch_act_quant_codes(x, act_block, base + c_off, ldx, scales, m, stream_);
+  const int group = m <= kSkinnyRowsSmall ? kSkinnyRowsSmall : kSkinnyRowsLarge;
+  const int grid_y = static_cast<int>(ceil_div(m, group));
+  SkinnyGemmArgs args;
+  args.x = base + c_off;
+  args.ldx = ldx;
+  args.xs = scales;
+  args.xs_ld = m;
+  args.act_block = act_block;
+  args.m = m;
+  args.n = n;
+  args.k = k;
+  args.w = dev_weight(w);
+  args.out[0] = out.base;
+  args.ldo = out.stride;
+  args.out_bf16 = out.bf16;
+  launch_skinny_gemm(dev_format(w.format), group, false, args, grid_y, 1, stream_);
+  DI_CUDA_CHECK_LAUNCH("linear (fp8 skinny)");
+}
+
+// Many rows: cuBLASLt's block-scaled FP8 GEMM (Hopper: 128x128 f32 weight-block scales, 128-element
+// f32 activation scales), fed the e4m3 codes of the act quant. Returns false when cuBLASLt offers no
+// algorithm for the shape (the caller falls back).
+bool CudaBackend::gemm_cublas_fp8(const DevRows& x, const LinearWeight& w, const DevRows& out) {
+  const std::int64_t m = x.rows, n = out.width, k = x.width;
+  if (k % 16 != 0) return false;
+  const std::int64_t kb = ceil_div(k, 128), nb = ceil_div(n, 128);
+  const std::int64_t ws_ld = ceil_div(kb, 4) * 4;  // cuBLASLt wants the 128x128 scale rows padded to 4
+  ScratchLayout layout;
+  const std::size_t c_off = layout.add(static_cast<std::size_t>(m * k));
+  const std::size_t xs_off = layout.add(static_cast<std::size_t>(kb * m) * sizeof(float));
+  const std::size_t ws_off = layout.add(static_cast<std::size_t>(nb * ws_ld) * sizeof(float));
+
+  LtMatmul mm;
+  lt_describe(mm, CUDA_R_8F_E4M3, m, n, k, k, out, cublas_workspace_bytes_);
+  const std::int32_t a_mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+  const std::int32_t b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+  DI_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(mm.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof(a_mode)));
+  DI_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(mm.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof(b_mode)));
+  // Strided views (grouped projections) may start anywhere: tell the heuristic what it may assume.
+  const std::uint32_t align_w = pointer_alignment(w.data.raw_data()), align_d = pointer_alignment(out.base);
+  DI_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(mm.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_w,
+                                                       sizeof(align_w)));
+  DI_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(mm.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d,
+                                                       sizeof(align_d)));
+  DI_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(mm.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d,
+                                                       sizeof(align_d)));
+  std::uint8_t* base = scratch(layout.total());
+  auto* codes = base + c_off;
+  auto* xs = reinterpret_cast<float*>(base + xs_off);
+  auto* wscale = reinterpret_cast<float*>(base + ws_off);
+  const void* a_scale = wscale;
+  const void* b_scale = xs;
+  DI_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(mm.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof(a_scale)));
+  DI_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(mm.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale, sizeof(b_scale)));
+  cublasLtMatmulHeuristicResult_t heuristic{};
+  if (!lt_heuristic(lt_, mm, heuristic)) return false;
+
+  launch_act_quant_codes(x, 128, codes, k, xs, m, stream_);
+  launch_weight_scale_f32(dev_weight(w), nb, kb, wscale, ws_ld, stream_);
+  DI_CUDA_CHECK_LAUNCH("linear (fp8 cublas staging)");
+  const float alpha = 1.0f, beta = 0.0f;
+  DI_CUBLAS_CHECK(cublasLtMatmul(lt_, mm.desc, &alpha, w.data.raw_data(), mm.a, codes, mm.b, &beta, out.base, mm.d,
+                                 out.base, mm.d, &heuristic.algo, cublas_workspace_, cublas_workspace_bytes_, stream_));
+  return true;
+}
+
 // out = x · Wᵀ through cuBLASLt on bf16 operands (the fp8/fp4 weight is first dequantised to bf16,
 // which is exact). Returns false when cuBLASLt offers no algorithm for the shape.
 bool CudaBackend::gemm_cublas(const DevRows& x, const LinearWeight& w, int act_block, const DevRows& out) {
@@ -162,25 +297,9 @@ bool CudaBackend::gemm_cublas(const DevRows& x, const LinearWeight& w, int act_b
   std::uint8_t* base = scratch(layout.total());
 
   LtMatmul mm;
-  DI_CUBLAS_CHECK(cublasLtMatmulDescCreate(&mm.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  const cublasOperation_t trans = CUBLAS_OP_T, no_trans = CUBLAS_OP_N;
-  DI_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(mm.desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans, sizeof(trans)));
-  DI_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(mm.desc, CUBLASLT_MATMUL_DESC_TRANSB, &no_trans, sizeof(no_trans)));
-  // Column-major view: outᵀ [N, M] = W [K, N]ᵀ · xᵀ [K, M].
-  DI_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&mm.a, CUDA_R_16BF, static_cast<std::uint64_t>(k),
-                                             static_cast<std::uint64_t>(n), k));
-  DI_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&mm.b, CUDA_R_16BF, static_cast<std::uint64_t>(k),
-                                             static_cast<std::uint64_t>(m), lda));
-  DI_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&mm.d, out.bf16 ? CUDA_R_16BF : CUDA_R_32F,
-                                             static_cast<std::uint64_t>(n), static_cast<std::uint64_t>(m), out.stride));
-  DI_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&mm.pref));
-  DI_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(mm.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                       &cublas_workspace_bytes_, sizeof(cublas_workspace_bytes_)));
+  lt_describe(mm, CUDA_R_16BF, m, n, k, lda, out, cublas_workspace_bytes_);
   cublasLtMatmulHeuristicResult_t heuristic{};
-  int found = 0;
-  const cublasStatus_t status =
-      cublasLtMatmulAlgoGetHeuristic(lt_, mm.desc, mm.a, mm.b, mm.d, mm.d, mm.pref, 1, &heuristic, &found);
-  if (status != CUBLAS_STATUS_SUCCESS || found == 0) return false;
+  if (!lt_heuristic(lt_, mm, heuristic)) return false;
 
   auto* a = reinterpret_cast<std::uint16_t*>(base + a_off);
   launch_act_prep_bf16(x, act_block, a, lda, stream_);

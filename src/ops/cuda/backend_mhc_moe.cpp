@@ -54,6 +54,78 @@ HcArgs site_args(const CudaBackend& be, const Tensor& x, const HcWeights& w, con
   return a;
 }
 
+// The placement of (token, slot) pairs by expert in the scratch area: placed row of each pair, token
+// and routing weight of each placed row, the work items of up to `bm` rows and their count.
+struct MoePlacement {
+  std::size_t pos_off = 0, rows_off = 0, rw_off = 0, items_off = 0, count_off = 0;
+  std::int32_t* pos = nullptr;
+  std::int32_t* a_rows = nullptr;
+  float* rw = nullptr;
+  int4* items = nullptr;
+  int* item_count = nullptr;
+
+  void reserve(ScratchLayout& layout, std::int64_t pairs, std::int64_t max_items) {
+    pos_off = layout.add(static_cast<std::size_t>(pairs) * 4);
+    rows_off = layout.add(static_cast<std::size_t>(pairs) * 4);
+    rw_off = layout.add(static_cast<std::size_t>(pairs) * 4);
+    items_off = layout.add(static_cast<std::size_t>(max_items) * sizeof(int4));
+    count_off = layout.add(sizeof(int));
+  }
+  void bind(std::uint8_t* base) {
+    pos = reinterpret_cast<std::int32_t*>(base + pos_off);
+    a_rows = reinterpret_cast<std::int32_t*>(base + rows_off);
+    rw = reinterpret_cast<float*>(base + rw_off);
+    items = reinterpret_cast<int4*>(base + items_off);
+    item_count = reinterpret_cast<int*>(base + count_off);
+  }
+  // Groups the pairs by expert on the device (stable, so the layout never depends on timing).
+  void sort(const std::int32_t* ids, const float* wts, std::int64_t pairs, int k, std::int64_t experts, int bm,
+            int* err, cudaStream_t stream) const {
+    MoeSortArgs a;
+    a.ids = ids;
+    a.weights = wts;
+    a.pairs = pairs;
+    a.k = k;
+    a.experts = static_cast<int>(experts);
+    a.bm = bm;
+    a.pos = pos;
+    a.a_rows = a_rows;
+    a.rw = rw;
+    a.items = items;
+    a.item_count = item_count;
+    a.err = err;
+    launch_moe_sort(a, stream);
+  }
+};
+
+// out[t] = Σ over t's slots, in ascending expert order, of the placed rows pos[t, slot] of y.
+void combine_experts(const float* y, const std::int32_t* pos, const std::int32_t* ids, int k, std::int64_t dim,
+                     int mid_bf16, float* out, std::int64_t tokens, cudaStream_t stream) {
+  MoeCombineArgs c;
+  c.y = y;
+  c.pos = pos;
+  c.ids = ids;
+  c.k = k;
+  c.d = dim;
+  c.mid_bf16 = mid_bf16;
+  c.out = out;
+  launch_moe_combine(c, tokens, stream);
+}
+
+// SwiGLU arguments shared by every expert pipeline (the caller picks the output form).
+MoeSwigluArgs swiglu_args(const float* gate, const float* up, const float* rw, std::int64_t inter,
+                          const MoeOptions& options) {
+  MoeSwigluArgs sw;
+  sw.gate = gate;
+  sw.up = up;
+  sw.rw = rw;
+  sw.inter = inter;
+  sw.limit = options.swiglu_limit;
+  sw.mid_bf16 = options.intermediate_dtype == DType::kBF16 ? 1 : 0;
+  sw.act_block = options.act_quant_block;
+  return sw;
+}
+
 }  // namespace
 
 void CudaBackend::hc_pre(const Tensor& x, const HcWeights& w, const HcOptions& options, Tensor& y, Tensor& post,
@@ -233,11 +305,18 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& expert_ids, const T
   float* o = f32_mut(out, t_count * dim, "moe_experts out");
   if (pairs == 0) return;
   activate();
+  const auto n_exp_all = static_cast<std::int64_t>(experts.size());
   if (!xr.bf16) {
     moe_experts_f32(xr, expert_ids, weights, experts, options, o);
     return;
   }
 
+  // (The grid's y dimension holds the work items: at most pairs / 8 + experts + 1 of them.)
+  if (!options_.batch_invariant && fp8_eligible(e0.w1, options.act_quant_block) &&
+      fp8_eligible(e0.w2, options.act_quant_block) && pairs / kSkinnyRowsSmall + n_exp_all + 1 <= 65535) {
+    moe_experts_skinny(xr, ids, wts, k, experts, key, options, o);
+    return;
+  }
   const auto n_exp = static_cast<std::int64_t>(experts.size());
   const std::int64_t rows_per_expert = ceil_div(pairs, std::min(n_exp, pairs));
   const MmaTile tile = rows_per_expert <= 16 ? MmaTile::kSmall : (rows_per_expert <= 96 ? MmaTile::kMedium : MmaTile::kLarge);
@@ -255,11 +334,8 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& expert_ids, const T
   const std::size_t up_off = layout.add(static_cast<std::size_t>(pairs * inter) * 4);
   const std::size_t h_off = layout.add(static_cast<std::size_t>(pairs * kpad2) * 2);
   const std::size_t y_off = layout.add(static_cast<std::size_t>(pairs * dim) * 4);
-  const std::size_t pos_off = layout.add(static_cast<std::size_t>(pairs) * 4);
-  const std::size_t rows_off = layout.add(static_cast<std::size_t>(pairs) * 4);
-  const std::size_t rw_off = layout.add(static_cast<std::size_t>(pairs) * 4);
-  const std::size_t items_off = layout.add(static_cast<std::size_t>(max_items) * sizeof(int4));
-  const std::size_t count_off = layout.add(sizeof(int));
+  MoePlacement place;
+  place.reserve(layout, pairs, max_items);
   const DevWeight* t1 = expert_table(experts, 0, key);
   const DevWeight* t3 = expert_table(experts, 1, key);
   const DevWeight* t2 = expert_table(experts, 2, key);
@@ -269,34 +345,17 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& expert_ids, const T
   auto* up = reinterpret_cast<float*>(base + up_off);
   auto* h = reinterpret_cast<std::uint16_t*>(base + h_off);
   auto* y = reinterpret_cast<float*>(base + y_off);
-  auto* pos = reinterpret_cast<std::int32_t*>(base + pos_off);
-  auto* a_rows = reinterpret_cast<std::int32_t*>(base + rows_off);
-  auto* rw = reinterpret_cast<float*>(base + rw_off);
-  auto* items = reinterpret_cast<int4*>(base + items_off);
-  auto* item_count = reinterpret_cast<int*>(base + count_off);
+  place.bind(base);
 
   launch_act_prep_bf16(xr, options.act_quant_block, xa, kpad1, stream_);
-  MoeSortArgs sort;
-  sort.ids = ids;
-  sort.weights = wts;
-  sort.pairs = pairs;
-  sort.k = k;
-  sort.experts = static_cast<int>(n_exp);
-  sort.bm = item_rows;
-  sort.pos = pos;
-  sort.a_rows = a_rows;
-  sort.rw = rw;
-  sort.items = items;
-  sort.item_count = item_count;
-  sort.err = err_;
-  launch_moe_sort(sort, stream_);
+  place.sort(ids, wts, pairs, k, n_exp, item_rows, err_, stream_);
   DI_CUDA_CHECK_LAUNCH("moe_experts (sort)");
 
   const DevWeightFormat format = dev_format(e0.w1.format);
   MmaGemmArgs g;
   g.a = xa;
   g.lda = kpad1;
-  g.a_rows = a_rows;
+  g.a_rows = place.a_rows;
   g.m = pairs;
   g.n = inter;
   g.k = dim;
@@ -307,8 +366,8 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& expert_ids, const T
   g.out[0] = gate;
   g.out[1] = up;
   g.ldo = inter;
-  g.items = items;
-  g.item_count = item_count;
+  g.items = place.items;
+  g.item_count = place.item_count;
   if (gemv) {
     launch_gemv(format, true, g, static_cast<int>(max_items), 2, stream_);
   } else {
@@ -317,14 +376,7 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& expert_ids, const T
   }
   DI_CUDA_CHECK_LAUNCH("moe_experts (w1/w3)");
 
-  MoeSwigluArgs sw;
-  sw.gate = gate;
-  sw.up = up;
-  sw.rw = rw;
-  sw.inter = inter;
-  sw.limit = options.swiglu_limit;
-  sw.mid_bf16 = options.intermediate_dtype == DType::kBF16 ? 1 : 0;
-  sw.act_block = options.act_quant_block;
+  MoeSwigluArgs sw = swiglu_args(gate, up, place.rw, inter, options);
   sw.out = h;
   sw.ld = kpad2;
   launch_moe_swiglu(sw, pairs, stream_);
@@ -351,15 +403,99 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& expert_ids, const T
   }
   DI_CUDA_CHECK_LAUNCH("moe_experts (w2)");
 
-  MoeCombineArgs c;
-  c.y = y;
-  c.pos = pos;
-  c.ids = ids;
-  c.k = k;
-  c.d = dim;
-  c.mid_bf16 = sw.mid_bf16;
-  c.out = o;
-  launch_moe_combine(c, t_count, stream_);
+  combine_experts(y, place.pos, ids, k, dim, sw.mid_bf16, o, t_count, stream_);
+  DI_CUDA_CHECK_LAUNCH("moe_experts (combine)");
+}
+
+// reference-qat: FP8 tensor cores through the skinny grouped GEMM. x is quantised to e4m3 codes once
+// per token; pairs are placed by expert on the device (no host read, launch shapes fixed by T), items of
+// up to 8 (decode) or 32 rows per expert stream its weights once each; SwiGLU writes the w2 input as
+// codes; the combine sums each token's experts in ascending expert order.
+void CudaBackend::moe_experts_skinny(const DevRows& x, const std::int32_t* ids, const float* wts, int k,
+                                     std::span<const ExpertWeights> experts, std::uint64_t key,
+                                     const MoeOptions& options, float* out) {
+  const ExpertWeights& e0 = experts.front();
+  const std::int64_t t_count = x.rows, dim = x.width, inter = e0.w1.out_features(), pairs = t_count * k;
+  const auto n_exp = static_cast<std::int64_t>(experts.size());
+  const int act = options.act_quant_block;
+  const int group = ceil_div(pairs, std::min(n_exp, pairs)) <= kSkinnyRowsSmall ? kSkinnyRowsSmall : kSkinnyRowsLarge;
+  const std::int64_t max_items = pairs / group + std::min(n_exp, pairs) + 1;
+  const std::int64_t ld1 = ceil_div(dim, 16) * 16, ld2 = ceil_div(inter, 16) * 16;
+  const std::int64_t kb1 = ceil_div(dim, act), kb2 = ceil_div(inter, act);
+
+  ScratchLayout layout;
+  const std::size_t xq_off = layout.add(static_cast<std::size_t>(t_count * ld1));
+  const std::size_t xs_off = layout.add(static_cast<std::size_t>(kb1 * t_count) * 4);
+  const std::size_t gate_off = layout.add(static_cast<std::size_t>(pairs * inter) * 4);
+  const std::size_t up_off = layout.add(static_cast<std::size_t>(pairs * inter) * 4);
+  const std::size_t h_off = layout.add(static_cast<std::size_t>(pairs * ld2));
+  const std::size_t hs_off = layout.add(static_cast<std::size_t>(kb2 * pairs) * 4);
+  const std::size_t y_off = layout.add(static_cast<std::size_t>(pairs * dim) * 4);
+  MoePlacement place;
+  place.reserve(layout, pairs, max_items);
+  const DevWeight* t1 = expert_table(experts, 0, key);
+  const DevWeight* t3 = expert_table(experts, 1, key);
+  const DevWeight* t2 = expert_table(experts, 2, key);
+  std::uint8_t* base = scratch(layout.total());
+  auto* xs = reinterpret_cast<float*>(base + xs_off);
+  auto* gate = reinterpret_cast<float*>(base + gate_off);
+  auto* up = reinterpret_cast<float*>(base + up_off);
+  auto* hs = reinterpret_cast<float*>(base + hs_off);
+  auto* y = reinterpret_cast<float*>(base + y_off);
+  place.bind(base);
+
+  launch_act_quant_codes(x, act, base + xq_off, ld1, xs, t_count, stream_);
+  place.sort(ids, wts, pairs, k, n_exp, group, err_, stream_);
+  DI_CUDA_CHECK_LAUNCH("moe_experts (act quant, sort)");
+
+  const DevWeightFormat format = dev_format(e0.w1.format);
+  const int grid_y = static_cast<int>(max_items);
+  SkinnyGemmArgs g;
+  g.x = base + xq_off;
+  g.ldx = ld1;
+  g.xs = xs;
+  g.xs_ld = t_count;
+  g.act_block = act;
+  g.x_rows = place.a_rows;
+  g.n = inter;
+  g.k = dim;
+  g.w = dev_weight(e0.w1);  // block and alignment shared by every expert
+  g.tables[0] = t1;
+  g.tables[1] = t3;
+  g.items = place.items;
+  g.item_count = place.item_count;
+  g.out[0] = gate;
+  g.out[1] = up;
+  g.ldo = inter;
+  launch_skinny_gemm(format, group, true, g, grid_y, 2, stream_);
+  DI_CUDA_CHECK_LAUNCH("moe_experts (w1/w3)");
+
+  MoeSwigluArgs sw = swiglu_args(gate, up, place.rw, inter, options);
+  sw.codes = base + h_off;
+  sw.code_scales = hs;
+  sw.scales_ld = pairs;
+  sw.ld = ld2;
+  launch_moe_swiglu(sw, pairs, stream_);
+  DI_CUDA_CHECK_LAUNCH("moe_experts (swiglu)");
+
+  SkinnyGemmArgs g2 = g;
+  g2.x = base + h_off;
+  g2.ldx = ld2;
+  g2.xs = hs;
+  g2.xs_ld = pairs;
+  g2.x_rows = nullptr;
+  g2.n = dim;
+  g2.k = inter;
+  g2.w = dev_weight(e0.w2);
+  g2.tables[0] = t2;
+  g2.tables[1] = nullptr;
+  g2.out[0] = y;
+  g2.out[1] = nullptr;
+  g2.ldo = dim;
+  launch_skinny_gemm(format, group, true, g2, grid_y, 1, stream_);
+  DI_CUDA_CHECK_LAUNCH("moe_experts (w2)");
+
+  combine_experts(y, place.pos, ids, k, dim, sw.mid_bf16, out, t_count, stream_);
   DI_CUDA_CHECK_LAUNCH("moe_experts (combine)");
 }
 
@@ -367,6 +503,8 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& expert_ids, const T
 // to bf16 for the tensor cores (~4e-3 per expert) flipped near-tied routing decisions further on. The
 // pairs are placed by (expert, token) on the host, each expert's rows go through the f32 SIMT GEMM,
 // and the combine kernel sums each token's experts in ascending expert order, as the CPU does.
+// Verification only: it reads the ids on the host and synchronises, so (unlike reference-qat's bf16
+// path) it cannot be captured in a CUDA graph.
 void CudaBackend::moe_experts_f32(const DevRows& x, const Tensor& expert_ids, const Tensor& weights,
                                   std::span<const ExpertWeights> experts, const MoeOptions& options, float* out) {
   const std::int64_t t_count = x.rows, dim = x.width, inter = experts.front().w1.out_features();
@@ -410,28 +548,14 @@ void CudaBackend::moe_experts_f32(const DevRows& x, const Tensor& expert_ids, co
   };
   per_expert(xa, 0, gate);
   per_expert(xa, 1, up);
-  MoeSwigluArgs sw;
-  sw.gate = gate.data<float>();
-  sw.up = up.data<float>();
-  sw.rw = d_rw.data<float>();
-  sw.inter = inter;
-  sw.limit = options.swiglu_limit;
-  sw.mid_bf16 = options.intermediate_dtype == DType::kBF16 ? 1 : 0;
-  sw.act_block = options.act_quant_block;
+  MoeSwigluArgs sw = swiglu_args(gate.data<float>(), up.data<float>(), d_rw.data<float>(), inter, options);
   sw.out_f32 = h.data<float>();
   sw.ld = inter;
   launch_moe_swiglu(sw, pairs, stream_);
   DI_CUDA_CHECK_LAUNCH("moe_experts f32 (swiglu)");
   per_expert(h, 2, y);
-  MoeCombineArgs c;
-  c.y = y.data<float>();
-  c.pos = d_pos.data<std::int32_t>();
-  c.ids = i32_of(expert_ids, pairs, "moe_experts expert_ids");
-  c.k = static_cast<int>(k);
-  c.d = dim;
-  c.mid_bf16 = sw.mid_bf16;
-  c.out = out;
-  launch_moe_combine(c, t_count, stream_);
+  combine_experts(y.data<float>(), d_pos.data<std::int32_t>(), i32_of(expert_ids, pairs, "moe_experts expert_ids"),
+                  static_cast<int>(k), dim, sw.mid_bf16, out, t_count, stream_);
   DI_CUDA_CHECK_LAUNCH("moe_experts f32 (combine)");
   synchronize();  // the temporaries above are freed on return
 }

@@ -16,6 +16,12 @@ struct CudaBackendOptions {
   // Row count from which linear() hands quantised/bf16 GEMMs to cuBLASLt (after dequantising the
   // weight to bf16); 0 disables the library path. Ignored in batch-invariant mode.
   int cublas_min_rows = 128;
+  // FP8 tensor cores for fp8-block / fp4 weights with FP8 act quant (K % 32 == 0): the skinny
+  // register-fragment GEMM up to this many rows (and up to 4x as many on weights of <= 8M elements;
+  // 0 = off), then cuBLASLt's block-scaled FP8 GEMM (128x128 weight blocks, 128-element act blocks)
+  // when fp8_cublas is set. Ignored in batch-invariant mode.
+  int skinny_max_rows = 8;
+  bool fp8_cublas = true;
 };
 
 // The backend on CUDA device `device` (options from the environment).

@@ -47,6 +47,85 @@ __global__ void act_prep_kernel(DevRows x, int block, OutT* out, std::int64_t ld
   for (std::int64_t i = k + threadIdx.x; i < ld; i += blockDim.x) put(i, 0.0f);
 }
 
+// Act quant with one warp per block of 32·E elements (E per lane, loaded together, so a row costs one
+// memory round trip instead of one per block and element): MODE 0 writes e4m3 codes (uint8) and the
+// f32 scales (block-major: scales[b * scale_ld + row]); MODE 1 / 2 write the fake-quantised values as
+// bf16 / f32. Grid: (rows, ceil(blocks / 8)); [width, ld) is zero filled.
+template <int E, int MODE>
+__global__ void act_quant_warp_kernel(DevRows x, int nblocks, void* out, std::int64_t ld, float* scales,
+                                      std::int64_t scale_ld) {
+  const std::int64_t r = blockIdx.x;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int b = static_cast<int>(blockIdx.y) * 8 + warp;
+  const std::int64_t k = x.width;
+  auto put = [&](std::int64_t i, float v, float s) {
+    if constexpr (MODE == 0) {
+      static_cast<std::uint8_t*>(out)[r * ld + i] = s > 0.0f ? f32_to_e4m3(fminf(fmaxf(v / s, -kE4M3MaxF), kE4M3MaxF)) : 0;
+    } else if constexpr (MODE == 1) {
+      static_cast<std::uint16_t*>(out)[r * ld + i] = f32_to_bf16_bits(s > 0.0f ? fake_fp8(v, s) : 0.0f);
+    } else {
+      static_cast<float*>(out)[r * ld + i] = s > 0.0f ? fake_fp8(v, s) : 0.0f;
+    }
+  };
+  if (b < nblocks) {
+    const std::int64_t i0 = static_cast<std::int64_t>(b) * 32 * E + lane * E;
+    float v[E];
+    float amax = 0.0f;
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      v[e] = i0 + e < k ? load_elem(x, r, i0 + e) : 0.0f;
+      amax = fmaxf(amax, fabsf(v[e]));
+    }
+    const float s = fp8_block_scale(warp_max(amax));
+#pragma unroll
+    for (int e = 0; e < E; ++e)
+      if (i0 + e < k) put(i0 + e, v[e], s);
+    if (MODE == 0 && lane == 0) scales[b * scale_ld + r] = s;
+  }
+  if (blockIdx.y == 0)
+    for (std::int64_t i = k + threadIdx.x; i < ld; i += blockDim.x) put(i, 0.0f, 0.0f);
+}
+
+// No act quant: bf16/f32 staging of x, 4 elements per thread loaded before any is stored.
+// Grid: (rows, ceil(ld / 1024)).
+template <typename OutT>
+__global__ void act_copy_kernel(DevRows x, OutT* out, std::int64_t ld) {
+  const std::int64_t r = blockIdx.x;
+  const std::int64_t i0 = static_cast<std::int64_t>(blockIdx.y) * 1024 + threadIdx.x;
+  float v[4];
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const std::int64_t i = i0 + e * 256;
+    v[e] = i < x.width ? load_elem(x, r, i) : 0.0f;
+  }
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const std::int64_t i = i0 + e * 256;
+    if (i >= ld) continue;
+    if constexpr (sizeof(OutT) == 2) {
+      out[r * ld + i] = f32_to_bf16_bits(v[e]);
+    } else {
+      out[r * ld + i] = v[e];
+    }
+  }
+}
+
+template <int MODE>
+void launch_act_quant_mode(const DevRows& x, int block, void* out, std::int64_t ld, float* scales,
+                           std::int64_t scale_ld, cudaStream_t stream) {
+  const int nblocks = static_cast<int>((x.width + block - 1) / block);
+  const dim3 grid(static_cast<unsigned>(x.rows), static_cast<unsigned>((nblocks + 7) / 8));
+  switch (block / 32) {
+    case 1: act_quant_warp_kernel<1, MODE><<<grid, 256, 0, stream>>>(x, nblocks, out, ld, scales, scale_ld); break;
+    case 2: act_quant_warp_kernel<2, MODE><<<grid, 256, 0, stream>>>(x, nblocks, out, ld, scales, scale_ld); break;
+    case 3: act_quant_warp_kernel<3, MODE><<<grid, 256, 0, stream>>>(x, nblocks, out, ld, scales, scale_ld); break;
+    default: act_quant_warp_kernel<4, MODE><<<grid, 256, 0, stream>>>(x, nblocks, out, ld, scales, scale_ld); break;
+  }
+}
+
+// Blocks the warp kernel handles: multiples of 32 up to 128 (every act block the models use).
+bool warp_quant_block(int block) { return block > 0 && block % 32 == 0 && block <= 128; }
+
 // ---- weight element decode (SIMT path and whole-weight dequant) ------------------------------------
 __device__ __forceinline__ float weight_scale(const DevWeight& w, std::int64_t sidx) {
   return w.scale_f32 ? static_cast<const float*>(w.scale)[sidx]
@@ -615,12 +694,32 @@ MmaTileShape mma_tile_shape(MmaTile tile) {
 
 void launch_act_prep_bf16(const DevRows& x, int act_block, std::uint16_t* out, std::int64_t ld, cudaStream_t stream) {
   if (x.rows == 0) return;
-  act_prep_kernel<std::uint16_t><<<static_cast<unsigned>(x.rows), 256, 0, stream>>>(x, act_block, out, ld);
+  if (warp_quant_block(act_block)) {
+    launch_act_quant_mode<1>(x, act_block, out, ld, nullptr, 0, stream);
+  } else if (act_block <= 0) {
+    const dim3 grid(static_cast<unsigned>(x.rows), static_cast<unsigned>((ld + 1023) / 1024));
+    act_copy_kernel<std::uint16_t><<<grid, 256, 0, stream>>>(x, out, ld);
+  } else {
+    act_prep_kernel<std::uint16_t><<<static_cast<unsigned>(x.rows), 256, 0, stream>>>(x, act_block, out, ld);
+  }
 }
 
 void launch_act_prep_f32(const DevRows& x, int act_block, float* out, std::int64_t ld, cudaStream_t stream) {
   if (x.rows == 0) return;
-  act_prep_kernel<float><<<static_cast<unsigned>(x.rows), 256, 0, stream>>>(x, act_block, out, ld);
+  if (warp_quant_block(act_block)) {
+    launch_act_quant_mode<2>(x, act_block, out, ld, nullptr, 0, stream);
+  } else if (act_block <= 0) {
+    const dim3 grid(static_cast<unsigned>(x.rows), static_cast<unsigned>((ld + 1023) / 1024));
+    act_copy_kernel<float><<<grid, 256, 0, stream>>>(x, out, ld);
+  } else {
+    act_prep_kernel<float><<<static_cast<unsigned>(x.rows), 256, 0, stream>>>(x, act_block, out, ld);
+  }
+}
+
+void launch_act_quant_codes(const DevRows& x, int block, std::uint8_t* codes, std::int64_t ld, float* scales,
+                            std::int64_t scale_ld, cudaStream_t stream) {
+  if (x.rows == 0) return;
+  launch_act_quant_mode<0>(x, block, codes, ld, scales, scale_ld, stream);
 }
 
 void launch_mma_gemm(DevWeightFormat format, MmaTile tile, bool grouped, const MmaGemmArgs& args, int grid_x,

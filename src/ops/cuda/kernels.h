@@ -92,6 +92,44 @@ void launch_splitk_reduce(const float* partial, int splits, std::int64_t m, std:
 void launch_dequant_weight(const DevWeight& w, DevWeightFormat format, std::int64_t n, std::int64_t k,
                            std::uint16_t* out, cudaStream_t stream);
 
+// ---- FP8 tensor-core paths (fp8_skinny_kernels.cu) ------------------------------------------------
+// FP8 act quant to real codes (gemm_kernels.cu; block % 32 == 0, block <= 128): e4m3 codes [rows, ld]
+// (zero padded) and the power-of-two f32 block scales, block-major: scales[(k / block) * scale_ld + row]
+// (cuBLASLt's VEC128 layout for block 128).
+void launch_act_quant_codes(const DevRows& x, int block, std::uint8_t* codes, std::int64_t ld, float* scales,
+                            std::int64_t scale_ld, cudaStream_t stream);
+// Weight block scales (ue8m0 or f32, [rows, cols]) as f32 [rows, ld] (ld >= cols, zero padded).
+void launch_weight_scale_f32(const DevWeight& w, std::int64_t rows, std::int64_t cols, float* out, std::int64_t ld,
+                             cudaStream_t stream);
+
+// Skinny GEMM on FP8 tensor cores (m16n8k32 e4m3): out[row, n] = Σ_k W[n, k] · x[row, k] for fp8-block or
+// fp4 weights and e4m3-coded activations; K % 32 == 0, act_block % 32 == 0.
+struct SkinnyGemmArgs {
+  const std::uint8_t* x = nullptr;  // e4m3 codes [rows, ldx] (ldx % 16 == 0)
+  std::int64_t ldx = 0;
+  const float* xs = nullptr;        // activation scales [(k / act_block) * xs_ld + row]
+  std::int64_t xs_ld = 0;
+  int act_block = 128;
+  const std::int32_t* x_rows = nullptr;  // grouped: activation row of each placed row (else identity)
+  std::int64_t m = 0;  // dense rows
+  std::int64_t n = 0;
+  std::int64_t k = 0;
+  int splits = 1;  // K ranges per 16-row tile (set by launch_skinny_gemm)
+  DevWeight w;     // dense weight; grouped: any expert's (its block and alignment pick the load width)
+  const DevWeight* tables[2] = {nullptr, nullptr};
+  const int4* items = nullptr;  // grouped: {expert, row_begin, rows <= group_rows, 0}
+  const int* item_count = nullptr;
+  void* out[2] = {nullptr, nullptr};
+  std::int64_t ldo = 0;
+  int out_bf16 = 0;
+};
+// Rows one block multiplies with each weight fragment: 8 (decode) or 32.
+constexpr int kSkinnyRowsSmall = 8;
+constexpr int kSkinnyRowsLarge = 32;
+// Dense: grid_y = ceil(m / group_rows); grouped: grid_y = max items, grid_z = weight sets.
+void launch_skinny_gemm(DevWeightFormat format, int group_rows, bool grouped, const SkinnyGemmArgs& args, int grid_y,
+                        int grid_z, cudaStream_t stream);
+
 // ---- attention ------------------------------------------------------------------------------------
 constexpr int kMaxAttnSources = 4;
 constexpr int kMaxHeadsPerCta = 16;
@@ -260,6 +298,9 @@ struct MoeSwigluArgs {
   int act_block = 0;
   std::uint16_t* out = nullptr;  // bf16 [P, ld]
   float* out_f32 = nullptr;      // or f32 [P, ld] (exact mode: f32 activations end to end)
+  std::uint8_t* codes = nullptr; // or e4m3 codes [P, ld] + scales[(j / act_block) * scales_ld + p] (skinny GEMM)
+  float* code_scales = nullptr;
+  std::int64_t scales_ld = 0;
   std::int64_t ld = 0;
 };
 

@@ -165,6 +165,7 @@ __global__ void moe_swiglu_kernel(MoeSwigluArgs a) {
   extern __shared__ float h[];
   const std::int64_t p = blockIdx.x;
   const float rw = a.rw[p];
+#pragma unroll 4
   for (std::int64_t j = threadIdx.x; j < a.inter; j += blockDim.x) {
     float g = round_like(a.mid_bf16, a.gate[p * a.inter + j]);
     float u = round_like(a.mid_bf16, a.up[p * a.inter + j]);
@@ -177,7 +178,9 @@ __global__ void moe_swiglu_kernel(MoeSwigluArgs a) {
   __syncthreads();
   // bf16 rows for the tensor-core w2, or f32 rows (exact mode) for the SIMT one.
   auto store = [&](std::int64_t j, float v) {
-    if (a.out_f32) {
+    if (a.codes) {
+      a.codes[p * a.ld + j] = 0;  // padding only: quantised blocks write codes below
+    } else if (a.out_f32) {
       a.out_f32[p * a.ld + j] = v;
     } else {
       a.out[p * a.ld + j] = f32_to_bf16_bits(v);
@@ -193,7 +196,13 @@ __global__ void moe_swiglu_kernel(MoeSwigluArgs a) {
       float amax = 0.0f;
       for (std::int64_t j = b0 + lane; j < b1; j += 32) amax = fmaxf(amax, fabsf(h[j]));
       const float s = fp8_block_scale(warp_max(amax));
-      for (std::int64_t j = b0 + lane; j < b1; j += 32) store(j, fake_fp8(h[j], s));
+      if (a.codes) {
+        for (std::int64_t j = b0 + lane; j < b1; j += 32)
+          a.codes[p * a.ld + j] = f32_to_e4m3(fminf(fmaxf(h[j] / s, -kE4M3MaxF), kE4M3MaxF));
+        if (lane == 0) a.code_scales[(b0 / a.act_block) * a.scales_ld + p] = s;
+      } else {
+        for (std::int64_t j = b0 + lane; j < b1; j += 32) store(j, fake_fp8(h[j], s));
+      }
     }
   }
   for (std::int64_t j = a.inter + threadIdx.x; j < a.ld; j += blockDim.x) store(j, 0.0f);
@@ -202,6 +211,7 @@ __global__ void moe_swiglu_kernel(MoeSwigluArgs a) {
 // One block per token: Σ over its slots in ascending expert order of the rounded expert outputs.
 __global__ void moe_combine_kernel(MoeCombineArgs a) {
   __shared__ int order[64];
+  __shared__ std::int32_t prow[64];  // placed row of each slot, in summation order
   const std::int64_t t = blockIdx.x;
   if (threadIdx.x == 0) {
     for (int j = 0; j < a.k; ++j) order[j] = j;
@@ -216,13 +226,28 @@ __global__ void moe_combine_kernel(MoeCombineArgs a) {
     }
   }
   __syncthreads();
-  for (std::int64_t c = threadIdx.x; c < a.d; c += blockDim.x) {
-    float s = 0.0f;
+  if (threadIdx.x < a.k) prow[threadIdx.x] = a.pos[t * a.k + order[threadIdx.x]];
+  __syncthreads();
+  // Four columns per thread and pass, so their loads are in flight together.
+  const std::int64_t step = blockDim.x;
+  for (std::int64_t c0 = threadIdx.x; c0 < a.d; c0 += 4 * step) {
+    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll 2
     for (int j = 0; j < a.k; ++j) {
-      const std::int32_t p = a.pos[t * a.k + order[j]];
-      if (p >= 0) s += round_like(a.mid_bf16, a.y[static_cast<std::int64_t>(p) * a.d + c]);
+      const std::int32_t p = prow[j];
+      if (p < 0) continue;
+      const float* yr = a.y + static_cast<std::int64_t>(p) * a.d;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const std::int64_t c = c0 + e * step;
+        if (c < a.d) s[e] += round_like(a.mid_bf16, yr[c]);
+      }
     }
-    a.out[t * a.d + c] = s;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const std::int64_t c = c0 + e * step;
+      if (c < a.d) a.out[t * a.d + c] = s[e];
+    }
   }
 }
 
