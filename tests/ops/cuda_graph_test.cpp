@@ -218,6 +218,68 @@ TEST(CudaGraph, RoutedExpertsAndRoutingReplayBitForBit) {
   }
 }
 
+// V4.1's mHC ops (hc_mix, hc_collapse), the Engram gate on strided key/value views, convert and
+// both FP4 fake-quant flavours, fed by staged ids through embeddings.
+TEST(CudaGraph, V41MixingGateAndFp4QuantReplayBitForBit) {
+  DEEPINFER_REQUIRE_GPU();
+  constexpr std::int64_t kT = 5, kN = 4, kD = 256, kV = 300;
+  Backend& be = gpu();
+  StagingLayout layout;
+  layout.add("ids", Shape{kT}, DType::kI32);
+  layout.add("kv_ids", Shape{kT}, DType::kI32);
+  StagingBuffer staging(be, layout);
+  const Tensor table = to_gpu(test::random_tensor(Shape{kV, kN * kD}, 21, 1.0f, DType::kBF16));
+  const Tensor kv_table = to_gpu(test::random_tensor(Shape{kV, (kN + 1) * kD}, 22, 1.0f, DType::kBF16));
+  const HcWeights w{to_gpu(test::random_tensor(Shape{(2 + kN) * kN, kN * kD}, 23, 0.02f)),
+                    to_gpu(test::random_tensor(Shape{(2 + kN) * kN}, 24, 0.5f)),
+                    to_gpu(test::random_tensor(Shape{3}, 25, 0.5f))};
+  const Tensor omega = to_gpu(test::random_tensor(Shape{kN, kD}, 26, 1.0f));
+  Tensor flat = be.empty(Shape{kT, kN * kD}, DType::kBF16), kv = be.empty(Shape{kT, (kN + 1) * kD}, DType::kBF16);
+  const Tensor x = flat.reshape(Shape{kT, kN, kD});
+  Tensor pre = be.empty(Shape{kT, kN}, DType::kF32), post = be.empty(Shape{kT, kN}, DType::kF32);
+  Tensor comb = be.empty(Shape{kT, kN, kN}, DType::kF32), y = be.empty(Shape{kT, kD}, DType::kBF16);
+  Tensor gated = be.empty(Shape{kT, kN, kD}, DType::kBF16);
+  Tensor q1 = be.empty(Shape{kT, kD}, DType::kF32), q2 = be.empty(Shape{kT, kD}, DType::kF32);
+  auto run = [&] {
+    be.embedding(staging.device("ids"), table, flat);
+    be.embedding(staging.device("kv_ids"), kv_table, kv);
+    be.hc_mix(x, w, HcOptions{}, pre, post, comb);
+    be.hc_collapse(x, pre, y);
+    be.engram_gate(x, kv.narrow(1, 0, kN * kD), kv.narrow(1, kN * kD, kD), omega, 1e-6f, gated);
+    be.convert(y, q1);
+    be.fake_quant_fp4(q1, 32, Fp4ScaleKind::kUE8M0);
+    be.scale(y, 0.5f, q2);
+    be.fake_quant_fp4(q2, 32, Fp4ScaleKind::kE4M3);
+  };
+  auto stage = [&](std::uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::vector<std::int32_t> ids(kT), kv_ids(kT);
+    for (auto& v : ids) v = static_cast<std::int32_t>(rng() % kV);
+    for (auto& v : kv_ids) v = static_cast<std::int32_t>(rng() % kV);
+    write_i32(staging, "ids", ids);
+    write_i32(staging, "kv_ids", kv_ids);
+    staging.upload();
+  };
+  auto outputs = [&] {
+    be.synchronize();
+    return std::vector<std::vector<std::uint8_t>>{bytes_of(pre),   bytes_of(post), bytes_of(comb), bytes_of(y),
+                                                  bytes_of(gated), bytes_of(q1),   bytes_of(q2)};
+  };
+  stage(7);
+  run();
+  Graph graph = capture_graph(be, run);
+  EXPECT_EQ(graph.num_nodes(), 9u);
+  for (std::uint32_t seed : {8u, 9u}) {
+    stage(seed);
+    graph.replay();
+    const auto replayed = outputs();
+    stage(seed);
+    run();
+    const auto eager = outputs();
+    for (std::size_t i = 0; i < eager.size(); ++i) EXPECT_EQ(replayed[i], eager[i]) << "output " << i << " seed " << seed;
+  }
+}
+
 TEST(CudaGraph, UncapturableCallsThrowNamingTheCallAndLeaveTheBackendUsable) {
   DEEPINFER_REQUIRE_GPU();
   Backend& be = gpu();
