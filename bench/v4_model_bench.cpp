@@ -185,8 +185,8 @@ int main(int argc, char** argv) try {
     std::fflush(stdout);
   }
 
-  std::printf("\n| batch | context | step (ms) | tokens/s | floor: bytes / copy BW (ms) | floor / step |\n"
-              "| ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  std::printf("\n| batch | context | step (ms) | eager step (ms) | tokens/s | floor: bytes / copy BW (ms) | floor / step |\n"
+              "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   for (const std::int64_t ctx : args.contexts) {
     for (const std::int64_t batch : args.batches) {
       std::vector<std::unique_ptr<model::v4::SequenceState>> seqs;
@@ -199,15 +199,23 @@ int main(int argc, char** argv) try {
       std::vector<Model::Chunk> chunks;
       for (std::int64_t b = 0; b < batch; ++b)
         chunks.push_back({seqs[static_cast<std::size_t>(b)].get(), std::span(next).subspan(static_cast<std::size_t>(b), 1), 1});
-      m->forward(chunks, logits);  // warm-up step
-      const double t = seconds([&] { for (int s = 0; s < args.steps; ++s) m->forward(chunks, logits); }, be) / args.steps;
+      // Every op launched (DEEPINFER_CUDA_GRAPHS=0), then the step replayed as a CUDA graph where the
+      // backend can capture (the warm-up step runs eagerly and captures the bucket's graph).
+      const auto timed = [&](bool graphs) {
+        m->set_graphs(graphs);
+        m->forward(chunks, logits);  // warm-up step
+        return seconds([&] { for (int s = 0; s < args.steps; ++s) m->forward(chunks, logits); }, be) / args.steps;
+      };
+      const double eager = timed(false);
+      const double t = timed(true);
       // Weights read once per step (routed experts: the expected distinct share under uniform routing)
       // plus every token's KV rows.
       const double touched = 1.0 - std::pow(1.0 - double(c.num_experts_per_tok) / c.n_routed_experts, double(batch));
       const double bytes = ws.other_bytes + ws.expert_bytes * touched + double(batch) * kv_bytes_per_token(c, ctx);
       const double floor = bytes / bandwidth;
-      std::printf("| %lld | %lld | %.2f | %.0f | %.3f | %.0f%% |\n", static_cast<long long>(batch),
-                  static_cast<long long>(ctx), 1e3 * t, static_cast<double>(batch) / t, 1e3 * floor, 100.0 * floor / t);
+      std::printf("| %lld | %lld | %.2f | %.2f | %.0f | %.3f | %.0f%% |\n", static_cast<long long>(batch),
+                  static_cast<long long>(ctx), 1e3 * t, 1e3 * eager, static_cast<double>(batch) / t, 1e3 * floor,
+                  100.0 * floor / t);
       std::fflush(stdout);
     }
   }

@@ -54,6 +54,7 @@ Flags parse(std::optional<std::string> (*lookup)(const char* name)) {
     flags.yoco_prefill_keep_tokens = parse_int("DEEPINFER_YOCO_PREFILL_KEEP_TOKENS", *v, 1, 1 << 30);
   if (auto v = lookup("DEEPINFER_NUM_THREADS"))
     flags.num_threads = parse_int("DEEPINFER_NUM_THREADS", *v, 0, 4096);
+  if (auto v = lookup("DEEPINFER_CUDA_GRAPHS")) flags.cuda_graphs = parse_bool("DEEPINFER_CUDA_GRAPHS", *v);
   return flags;
 }
 

@@ -18,6 +18,7 @@ struct Flags {
   std::string yoco_prefill_truncation_mode;  // DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE ("" or compact)
   int yoco_prefill_keep_tokens = 140;     // DEEPINFER_YOCO_PREFILL_KEEP_TOKENS
   int num_threads = 0;                    // DEEPINFER_NUM_THREADS: CPU backend threads, 0 = all cores
+  bool cuda_graphs = true;                // DEEPINFER_CUDA_GRAPHS: replay decode steps as CUDA graphs
 };
 
 // Parsed on first use; a malformed value throws deepinfer::Error naming the variable and value.

@@ -364,6 +364,55 @@ TEST_P(CudaGolden, CpuModelOpsGiveTheSameResultsOnCopies) {
   }
 }
 
+// Decode steps of a batch of three sequences (bucket 4, one padding row) replayed from CUDA graphs
+// give the bits of the same steps launched op by op, step after step (the graph's state writes —
+// rings, compressor groups, compressed rows — feed the next replay exactly as eager ones do).
+TEST_P(CudaGolden, DecodeStepsReplayedAsGraphsEqualEagerSteps) {
+  DEEPINFER_REQUIRE_GPU();
+  Fixture& f = fixture_inputs(GetParam());
+  const auto load = [&](bool graphs) {
+    auto m = Model::load(*model::v4::checkpoint_weights(*f.checkpoint), f.checkpoint->config(), cuda_backend(),
+                         NumericMode::kReferenceQat);
+    m->set_graphs(graphs);
+    return m;
+  };
+  auto graphed = load(true), eager = load(false);
+  const std::int64_t vocab = graphed->config().vocab_size;
+  const auto n = static_cast<std::int64_t>(f.ids.size());
+  constexpr std::int64_t kSteps = 8;
+  ASSERT_GT(n, kSteps + 3);
+  std::vector<std::vector<float>> out[2];
+  for (int which = 0; which < 2; ++which) {
+    Model& m = which == 0 ? *graphed : *eager;
+    std::vector<std::unique_ptr<model::v4::SequenceState>> seqs;
+    for (std::int64_t s = 0; s < 3; ++s) {  // prompts of n - kSteps - s tokens
+      seqs.push_back(m.new_sequence());
+      const std::int64_t len = n - kSteps - s;
+      Tensor l = cuda_backend().empty(Shape{1, vocab}, DType::kF32);
+      const Model::Chunk c{seqs.back().get(), std::span(f.ids).first(static_cast<std::size_t>(len)), 1};
+      m.forward({&c, 1}, l);
+    }
+    for (std::int64_t step = 0; step < kSteps; ++step) {
+      std::vector<Model::Chunk> batch;
+      for (std::int64_t s = 0; s < 3; ++s)
+        batch.push_back({seqs[static_cast<std::size_t>(s)].get(),
+                         std::span(f.ids).subspan(static_cast<std::size_t>(n - kSteps - s + step), 1), 1});
+      Tensor l = cuda_backend().empty(Shape{3, vocab}, DType::kF32);
+      m.forward(batch, l);
+      Tensor host = Tensor::empty(Shape{3, vocab}, DType::kF32);
+      cuda_backend().copy(l, host);
+      out[which].emplace_back(host.data<float>(), host.data<float>() + host.numel());
+    }
+  }
+  EXPECT_GE(graphed->graph_replays(), kSteps - 1) << "decode steps did not run from a graph";
+  EXPECT_EQ(eager->graph_replays(), 0);
+  for (std::int64_t step = 0; step < kSteps; ++step)
+    ASSERT_EQ(std::memcmp(out[0][static_cast<std::size_t>(step)].data(), out[1][static_cast<std::size_t>(step)].data(),
+                          out[0][static_cast<std::size_t>(step)].size() * sizeof(float)),
+              0)
+        << "decode step " << step << " differs between graph replay and eager launches";
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaGolden, ::testing::ValuesIn(all_cases("v4")), case_test_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(CudaGolden);
 

@@ -6,7 +6,9 @@
 #include <cmath>
 #include <unordered_set>
 
+#include "common/env.h"
 #include "common/error.h"
+#include "common/logging.h"
 #include "model/deepseek_v4/forward_context.h"
 #include "model/deepseek_v4/rope.h"
 
@@ -138,7 +140,8 @@ Model::Model(const io::ModelConfig& config, ops::Backend& backend, const Numeric
       backend_(backend),
       numerics_(numerics),
       step_ws_(backend),
-      layer_ws_(backend) {}
+      layer_ws_(backend),
+      meta_ws_(backend) {}
 
 std::unique_ptr<Model> Model::load(const WeightSource& weights, const io::ModelConfig& config, ops::Backend& backend,
                                    NumericMode mode) {
@@ -154,11 +157,53 @@ std::unique_ptr<Model> Model::load(const WeightSource& weights, const io::ModelC
   m->rope_compress_ = make_rope_table(backend, config, config.rope.compress_theta, true);
   m->arena_ = StateArena::growable(m->config_, m->numerics_.act, backend);
   m->bucketed_ = !backend.device().is_cpu();
+  m->set_graphs(env::flags().cuda_graphs);
   return m;
 }
 
 std::unique_ptr<SequenceState> Model::new_sequence() const {
   return new_sequence_state(arena_);
+}
+
+void Model::set_graphs(bool graphs) {
+  graphs_ = graphs && ops::supports_graphs(backend_);
+  if (!graphs_) graphs_by_bucket_.clear();
+}
+
+void Model::run_layers(const Step& step, const void* stream, const std::function<void()>& layers) {
+  const bool decode = std::all_of(step.segments.begin(), step.segments.end(), [](const Segment& s) { return s.count == 1; });
+  if (!graphs_ || !bucketed_ || !decode) {
+    layers();
+    return;
+  }
+  // Everything a replay reads or writes at a captured address: the metadata, the stream buffers
+  // and layer scratch (bump arenas: same shapes give the same addresses) and the state pools.
+  layer_ws_.reset();
+  const void* layer_base = layer_ws_.alloc(Shape{1}, DType::kU8).raw_data();
+  layer_ws_.reset();
+  const StateArena& arena = *step.segments.front().state->arena;
+  std::vector<const void*> addresses = {step.meta->ids.raw_data(), stream, layer_base, &arena,
+                                        reinterpret_cast<const void*>(static_cast<std::uintptr_t>(arena.generation()))};
+  const auto key = std::make_pair(step.meta->rows, step.meta->max_pages);
+  auto it = graphs_by_bucket_.find(key);
+  if (it != graphs_by_bucket_.end() && it->second.addresses == addresses) {
+    it->second.graph.replay();
+    ++graph_replays_;
+    return;
+  }
+  layers();  // the bucket's first step (or its addresses moved): eager, sizing every buffer
+  layer_ws_.reset();
+  try {
+    Captured c{ops::capture_graph(backend_, layers), addresses};
+    c.graph.keep_alive(step_ws_.retain());
+    c.graph.keep_alive(layer_ws_.retain());
+    c.graph.keep_alive(meta_ws_.retain());
+    graphs_by_bucket_[key] = std::move(c);
+  } catch (const Error& e) {
+    log::warn("decode step of {} rows, {} pages runs without a CUDA graph: {}", key.first, key.second, e.what());
+    graphs_by_bucket_.erase(key);
+    graphs_ = false;
+  }
 }
 
 void Model::forward(std::span<const Chunk> chunks, Tensor& logits) {
@@ -168,22 +213,25 @@ void Model::forward(std::span<const Chunk> chunks, Tensor& logits) {
   if (step.tokens == 0) return;
 
   step_ws_.reset();
+  meta_ws_.reset();
   StepMetaBuilder builder(config_, *plan.arena);
   const StepRows layout = step_rows(plan);
   builder.add(layout, builder.shape_of(layout, bucketed_));
-  const std::vector<StepMeta> metas = builder.upload(backend_, step_ws_);  // the step's one upload
+  const std::vector<StepMeta> metas = builder.upload(backend_, meta_ws_);  // the step's one upload
   ForwardContext cx{backend_, step_ws_, layer_ws_, config_, numerics_, rope_main_, rope_compress_};
   begin_step(cx, step, metas.front());
 
   const std::int64_t n = config_.hc_mult, dim = config_.hidden_size;
   Tensor stream = step_ws_.alloc(Shape{step.tokens, n, dim}, numerics_.act);
   Tensor stream_mid = step_ws_.alloc(Shape{step.tokens, n, dim}, numerics_.act);
-  backend_.embedding(step.ids, weights_.embed, stream);
-  for (int layer = 0; layer < config_.num_layers; ++layer) {
-    block_forward(cx, config_.layer(layer), weights_.layers[static_cast<std::size_t>(layer)], step, stream,
-                  stream_mid);
-    layer_ws_.reset();
-  }
+  run_layers(step, stream.raw_data(), [&] {
+    backend_.embedding(step.ids, weights_.embed, stream);
+    for (int layer = 0; layer < config_.num_layers; ++layer) {
+      block_forward(cx, config_.layer(layer), weights_.layers[static_cast<std::size_t>(layer)], step, stream,
+                    stream_mid);
+      layer_ws_.reset();
+    }
+  });
 
   if (rows > 0) {
     Tensor picked = step_ws_.alloc(Shape{rows, n, dim}, numerics_.act);

@@ -9,8 +9,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <span>
+#include <utility>
 
 #include "io/model_config.h"
 #include "model/sequence_model.h"
@@ -18,9 +21,12 @@
 #include "model/deepseek_v4/state.h"
 #include "model/deepseek_v4/weights.h"
 #include "ops/backend.h"
+#include "ops/graph.h"
 #include "ops/workspace.h"
 
 namespace deepinfer::model::v4 {
+
+struct Step;
 
 class Model final : public SequenceModel {
  public:
@@ -39,6 +45,11 @@ class Model final : public SequenceModel {
   // Pads decode steps to batch / context buckets (fixed launch shapes; on by default on devices,
   // off on the CPU). The padding changes no result.
   void set_bucketed(bool bucketed) { bucketed_ = bucketed; }
+  // Replays bucketed decode steps as CUDA graphs (default: DEEPINFER_CUDA_GRAPHS, on; only where
+  // the backend can capture). The first step of a bucket runs eagerly and captures its graph.
+  void set_graphs(bool graphs);
+  // Decode steps replayed from a graph so far (tests, benches).
+  std::int64_t graph_replays() const { return graph_replays_; }
 
  private:
   Model(const io::ModelConfig& config, ops::Backend& backend, const Numerics& numerics);
@@ -51,8 +62,21 @@ class Model final : public SequenceModel {
   ops::RopeTable rope_compress_;
   ops::Workspace step_ws_;
   ops::Workspace layer_ws_;
+  // Runs the layers of a bucketed decode step from its graph (captured after the bucket's first,
+  // eager step), or eagerly. `stream`: the step's stream buffer (its address is part of the graph).
+  void run_layers(const Step& step, const void* stream, const std::function<void()>& layers);
+
   std::shared_ptr<StateArena> arena_;  // the model's own sequences (new_sequence)
   bool bucketed_ = false;
+  bool graphs_ = false;
+  ops::Workspace meta_ws_;  // the step's metadata, apart so its size moves no other buffer
+  // One graph per (rows, pages) bucket, valid while every address it captured is unchanged.
+  struct Captured {
+    ops::Graph graph;
+    std::vector<const void*> addresses;
+  };
+  std::map<std::pair<std::int64_t, std::int64_t>, Captured> graphs_by_bucket_;
+  std::int64_t graph_replays_ = 0;
 };
 
 }  // namespace deepinfer::model::v4

@@ -138,11 +138,6 @@ void StepMetaBuilder::add(const StepRows& step, const StepShape& shape) {
     const std::size_t list = put(p, {-1, &StepMeta::window_list, nullptr, 0, Shape{t_rows, window}}, -1);
     window_lists(step, m, host_.data() + list, window);
   }
-  const std::size_t logit =
-      put(p, {-1, &StepMeta::logit_rows, nullptr, 0, Shape{static_cast<std::int64_t>(step.logit_rows.size())}}, 0);
-  std::copy(step.logit_rows.begin(), step.logit_rows.end(), host_.begin() + static_cast<std::ptrdiff_t>(logit));
-  const std::size_t extra = put(p, {-1, &StepMeta::extra, nullptr, 0, Shape{static_cast<std::int64_t>(step.extra.size())}}, 0);
-  std::copy(step.extra.begin(), step.extra.end(), host_.begin() + static_cast<std::ptrdiff_t>(extra));
 
   for (const auto& [ratio, entries] : shape.entries) {
     const int ri = static_cast<int>(m.ratios.size());
@@ -200,6 +195,12 @@ void StepMetaBuilder::add(const StepRows& step, const StepShape& shape) {
       }
     }
   }
+  // Last, so every field a captured decode step reads keeps its offset whatever the logit count.
+  const std::size_t logit =
+      put(p, {-1, &StepMeta::logit_rows, nullptr, 0, Shape{static_cast<std::int64_t>(step.logit_rows.size())}}, 0);
+  std::copy(step.logit_rows.begin(), step.logit_rows.end(), host_.begin() + static_cast<std::ptrdiff_t>(logit));
+  const std::size_t extra = put(p, {-1, &StepMeta::extra, nullptr, 0, Shape{static_cast<std::int64_t>(step.extra.size())}}, 0);
+  std::copy(step.extra.begin(), step.extra.end(), host_.begin() + static_cast<std::ptrdiff_t>(extra));
   pending_.push_back(std::move(p));
 }
 
