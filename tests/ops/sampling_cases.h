@@ -134,9 +134,15 @@ inline SamplingBatch make_sampling_batch(std::uint64_t seed, std::int32_t vocab,
       for (const auto& [id, count] : counts) list.push_back({id, static_cast<float>(count)});
       std::tie(row.count_begin, row.count_end) = add(list);
     }
-    if (unit(rng) < 0.3f) {
+    if (unit(rng) < 0.3f || r % 11 == 10) {
+      // Every 11th row allows nothing: the decision falls back to the raw argmax.
       row.mask_row = b.num_masks++;
-      for (std::int32_t w = 0; w < b.words(); ++w) b.masks.push_back(static_cast<std::uint32_t>(rng()));
+      for (std::int32_t w = 0; w < b.words(); ++w) b.masks.push_back(r % 11 == 10 ? 0u : static_cast<std::uint32_t>(rng()));
+    }
+    if (r % 13 == 12) {  // the narrowest filters
+      row.temperature = 0.5f;
+      row.top_k = 1;
+      row.top_p = 0.01f;
     }
     b.rows.push_back(row);
     b.prompt.push_back(std::move(prompt));
