@@ -24,8 +24,21 @@ struct LLMOptions {
   std::int32_t max_num_seqs = 64;
   std::int32_t max_num_batched_tokens = 2048;
   std::int32_t max_model_len = 0;    // 0: min(max_position_embeddings, 8192)
-  std::int32_t num_pages = 0;        // 0: room for four sequences of max_model_len
-  std::int64_t cache_memory_bytes = std::int64_t{512} << 20;  // not used yet: pages are counted as above
+  // KV-cache pages. 0: on a GPU, planned from gpu_memory_utilization (model/memory_plan.h); on the
+  // CPU, cache_memory_bytes' worth when set, else room for four sequences of max_model_len.
+  std::int32_t num_pages = 0;
+  // GPU: share of the device's total memory this engine may use (weights + activations + cache),
+  // vLLM's meaning; the cache gets what the weights and a profiling forward leave.
+  double gpu_memory_utilization = 0.9;
+  // > 0: the cache (pages + per-sequence state slots) gets exactly this many bytes, instead of the
+  // utilization's rest (GPU) or four sequences' worth (CPU).
+  std::int64_t cache_memory_bytes = 0;
+  std::string load_format = "auto";  // auto: the checkpoint; dummy: random weights of its geometry (benchmarks)
+  std::int32_t num_layers = 0;       // dummy: keep the first N layers (0: all)
+  std::int32_t load_threads = 0;     // GPU weight-copy threads (0: min(8, cores))
+  // GPU: a weight-loading progress bar on stderr (one updating line on a terminal, a few lines
+  // otherwise) and the memory-plan line whatever DEEPINFER_LOG_LEVEL says.
+  bool show_progress = true;
   bool enable_prefix_caching = true;
   std::uint64_t seed = 0;            // seeds requests without seq_seed
   std::int32_t worker_threads = 0;

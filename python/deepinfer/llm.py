@@ -44,9 +44,11 @@ def _prompt_list(prompts: Union[PromptType, Sequence[PromptType]]) -> List[Union
 class LLM:
     """A model loaded once for many generate() calls.
 
-    LLM(model=DIR, **engine_args): engine_args are the C++ LLMOptions under their names (device,
-    mode, tokenizer, max_num_seqs, max_num_batched_tokens, max_model_len, num_cache_pages,
-    cache_memory_bytes, enable_prefix_caching, seed, worker_threads); an unknown one is an error.
+    LLM(model=DIR, **engine_args): engine_args are the C++ LLMOptions under their names (device:
+    "cpu", "cuda" or "cuda:N"; mode, tokenizer, max_num_seqs, max_num_batched_tokens, max_model_len,
+    num_cache_pages, gpu_memory_utilization (GPU, default 0.9), cache_memory_bytes, load_format
+    ("auto" | "dummy"), num_layers, load_threads, show_progress, enable_prefix_caching, seed,
+    worker_threads); an unknown one is an error.
     Errors are deepinfer.DeepInferError (a ValueError) carrying the C++ message.
     """
 

@@ -115,12 +115,18 @@ LLMOptions make_options(const py::kwargs& args) {
     else if (name == "max_model_len") o.max_model_len = take<std::int32_t>(value, name);
     else if (name == "num_pages" || name == "num_cache_pages") o.num_pages = take<std::int32_t>(value, name);
     else if (name == "cache_memory_bytes") o.cache_memory_bytes = take<std::int64_t>(value, name);
+    else if (name == "gpu_memory_utilization") o.gpu_memory_utilization = take<double>(value, name);
+    else if (name == "load_format") o.load_format = take<std::string>(value, name);
+    else if (name == "num_layers") o.num_layers = take<std::int32_t>(value, name);
+    else if (name == "load_threads") o.load_threads = take<std::int32_t>(value, name);
+    else if (name == "show_progress") o.show_progress = take<bool>(value, name);
     else if (name == "enable_prefix_caching") o.enable_prefix_caching = take<bool>(value, name);
     else if (name == "seed") o.seed = take<std::uint64_t>(value, name);
     else if (name == "worker_threads") o.worker_threads = take<std::int32_t>(value, name);
     else
       throw_error("LLM: unknown engine argument '{}' (known: device, mode, tokenizer, max_num_seqs, "
                   "max_num_batched_tokens, max_model_len, num_cache_pages, cache_memory_bytes, "
+                  "gpu_memory_utilization, load_format, num_layers, load_threads, show_progress, "
                   "enable_prefix_caching, seed, worker_threads)",
                   name);
   }

@@ -12,9 +12,9 @@
 #include "common/logging.h"
 #include "model/deepseek_v4/dummy_weights.h"
 #include "model/deepseek_v4/loaded_model.h"
+#include "model/executor.h"
 #include "model/weight_manifest.h"
 #include "ops/backend.h"
-#include "ops/cuda/cuda_backend.h"
 
 namespace deepinfer::cli {
 namespace {
@@ -55,7 +55,7 @@ std::string npy_header(std::int64_t rows, std::int64_t cols) {
 }
 
 // --load-format dummy: random weights of the geometry in --model (a directory's config.json, or a
-// config file), cut to --num-layers, generated on the host and uploaded by the loader.
+// config file), cut to --num-layers; on a GPU generated in device memory (dummy_weights.h).
 std::unique_ptr<model::SequenceModel> load_dummy(const std::string& model, int layers, std::uint64_t seed,
                                                  std::optional<model::v4::NumericMode> mode, ops::Backend& backend) {
   const std::filesystem::path path =
@@ -92,9 +92,7 @@ void register_eval_logits(CLI::App& app) {
   sub->add_option("--output,-o", opts->output, "Output .npy file: float32 [tokens, vocab]")->required();
   sub->add_option("--chunk", opts->chunk, "Tokens per forward pass (prefill chunk size)")
       ->check(CLI::Range(1, 1 << 20));
-  sub->add_option("--device", opts->device, "Backend: cpu or cuda (GPU 0)")
-      ->check(CLI::IsMember({"cpu", "cuda"}))
-      ->capture_default_str();
+  sub->add_option("--device", opts->device, "Backend: cpu, cuda or cuda:N")->capture_default_str();
   sub->add_option("--load-format", opts->load_format,
                   "auto: the checkpoint in --model; dummy: random weights of its V4 / V4.1 geometry (--model may then "
                   "be a config.json), FP8 dense + FP4 experts as released, for benchmarks")
@@ -105,13 +103,13 @@ void register_eval_logits(CLI::App& app) {
   sub->add_option("--seed", opts->seed, "dummy: weight seed")->capture_default_str();
   set_handler(sub, [opts] {
     const std::vector<std::int32_t> ids = parse_ids(opts->ids);
-    auto backend = opts->device == "cuda" ? ops::make_cuda_backend(0) : ops::make_cpu_backend();
+    auto backend = model::make_backend(opts->device);
     model::v4::LoadedModel loaded;
     if (opts->load_format == "dummy") {
       loaded.model = load_dummy(opts->model.model_dir, opts->num_layers, opts->seed, opts->model.numeric_mode(), *backend);
     } else {
       DI_CHECK(opts->num_layers == 0, "--num-layers needs --load-format dummy");
-      loaded = model::v4::open_model(opts->model.model_dir, opts->model.numeric_mode(), *backend);
+      loaded = model::load_checkpoint(opts->model.model_dir, opts->model.numeric_mode(), *backend);
     }
     model::SequenceModel& m = *loaded.model;
     const std::int64_t vocab = m.config().vocab_size;

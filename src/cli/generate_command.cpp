@@ -149,7 +149,8 @@ nlohmann::json to_json(const RequestResult& r, const std::optional<std::string>&
 
 struct Options {
   ModelOptions model;
-  std::string prompt, prompt_ids, input, device = "cpu";
+  LLMOptions engine;
+  std::string prompt, prompt_ids, input;
   std::int32_t max_tokens = 64;
   float temperature = 1.0f, top_p = 1.0f;
   std::int32_t top_k = -1;
@@ -212,8 +213,7 @@ int run_generate(const Options& o) {
   base.so_args = flag_constraint(o);
   if (base.so_args) base.so_args->disable_any_whitespace = o.disable_any_whitespace;
   const std::vector<Request> requests = read_requests(o, base);
-  LLMOptions options;
-  options.device = o.device;
+  LLMOptions options = o.engine;
   if (!o.model.mode.empty()) options.mode = o.model.mode;
   LLM llm(o.model.model_dir, options);
   // Rejected lines take no part in the run; their error is printed at their place.
@@ -260,7 +260,12 @@ void register_generate(CLI::App& app) {
   sub->add_option("--seed", opts->seed, "Per-request seed (seq_seed): reproducible sampling");
   sub->add_flag("--ignore-eos", opts->ignore_eos, "Keep generating past EOS");
   sub->add_flag("--json", opts->json, "One JSON object per prompt: prompt_ids, token_ids, text, finish_reason");
-  sub->add_option("--device", opts->device, "cpu, cuda or cuda:N");
+  add_executor_flags(sub, opts->engine);
+  sub->add_option("--max-model-len", opts->engine.max_model_len,
+                  "Prompt + output tokens per sequence (0: min(max_position_embeddings, 8192))");
+  sub->add_option("--max-num-seqs", opts->engine.max_num_seqs, "Sequences running at once")->capture_default_str();
+  sub->add_option("--max-num-batched-tokens", opts->engine.max_num_batched_tokens, "Tokens per engine step")
+      ->capture_default_str();
   sub->add_option("--json-schema", opts->json_schema, "Structured output: a JSON schema (a file, or the JSON itself)");
   sub->add_option("--regex", opts->regex, "Structured output: the text fully matches this regular expression");
   sub->add_option("--grammar", opts->grammar, "Structured output: an EBNF (GBNF) grammar file, root rule 'root'");

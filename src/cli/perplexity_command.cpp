@@ -10,6 +10,7 @@
 #include "cli/model_options.h"
 #include "common/error.h"
 #include "model/deepseek_v4/loaded_model.h"
+#include "model/executor.h"
 #include "ops/backend.h"
 #include "tokenizer/tokenizer.h"
 
@@ -67,6 +68,7 @@ void register_perplexity(CLI::App& app) {
     int context = 512;
     int chunk = 256;
     std::int64_t max_tokens = 0;
+    std::string device = "cpu";
   };
   auto opts = std::make_shared<Options>();
   opts->model.add_to(sub);
@@ -76,6 +78,7 @@ void register_perplexity(CLI::App& app) {
   sub->add_option("--chunk", opts->chunk, "Tokens per forward pass")->check(CLI::Range(1, 1 << 20));
   sub->add_option("--max-tokens", opts->max_tokens, "Score at most this many text tokens (0: all)")
       ->check(CLI::NonNegativeNumber);
+  sub->add_option("--device", opts->device, "Backend: cpu, cuda or cuda:N")->capture_default_str();
   set_handler(sub, [opts] {
     const auto tok = tokenizer::Tokenizer::load(opts->tokenizer.empty() ? opts->model.model_dir : opts->tokenizer);
     std::vector<std::int32_t> ids;
@@ -86,8 +89,8 @@ void register_perplexity(CLI::App& app) {
     const auto bos = tok.special_tokens().bos;
     DI_CHECK(bos.has_value(), "the tokenizer names no BOS token; perplexity windows start with BOS");
 
-    auto backend = ops::make_cpu_backend();
-    auto loaded = model::v4::open_model(opts->model.model_dir, opts->model.numeric_mode(), *backend);
+    auto backend = model::make_backend(opts->device);
+    auto loaded = model::load_checkpoint(opts->model.model_dir, opts->model.numeric_mode(), *backend);
     Totals totals;
     std::int64_t windows = 0;
     const auto per_window = static_cast<std::size_t>(opts->context - 1);

@@ -13,7 +13,6 @@
 #include "cli/model_options.h"
 #include "common/error.h"
 #include "deepinfer/llm.h"
-#include "model/deepseek_v4/paged_runner.h"
 #include "model/open_engine.h"
 #include "server/engine_backend.h"
 #include "server/http_server.h"
@@ -36,7 +35,7 @@ void add_flags(CLI::App* sub, ServeOptions& o) {
   o.model.add_to(sub);
   auto& e = o.engine;
   sub->add_option("--tokenizer", e.tokenizer, "tokenizer.json or its directory (default: the model directory)");
-  sub->add_option("--device", e.device, "cpu, cuda or cuda:N")->capture_default_str();
+  add_executor_flags(sub, e);
   sub->add_option("--host", o.server.host, "Address to listen on")->capture_default_str();
   sub->add_option("--port", o.server.port, "Port (0: any free port)")->capture_default_str();
   sub->add_option("--api-key", o.server.api_key, "Require 'Authorization: Bearer KEY' on the API");
@@ -47,7 +46,9 @@ void add_flags(CLI::App* sub, ServeOptions& o) {
   sub->add_option("--max-num-seqs", e.max_num_seqs, "Sequences running at once")->capture_default_str();
   sub->add_option("--max-num-batched-tokens", e.max_num_batched_tokens, "Tokens per engine step")
       ->capture_default_str();
-  sub->add_option("--num-cache-pages", e.num_pages, "Cache pages (0: room for four max_model_len sequences)");
+  sub->add_option("--num-cache-pages", e.num_pages,
+                  "Cache pages (0: planned from --gpu-memory-utilization on a GPU, four max_model_len sequences on "
+                  "the CPU)");
   sub->add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", e.enable_prefix_caching,
                 "Reuse the cache pages of shared prompt prefixes (default on)");
   sub->add_option("--seed", e.seed, "Seeds the seeds of requests that bring none")->capture_default_str();
@@ -87,15 +88,13 @@ nlohmann::json parse_kwargs(const std::string& text) {
 // The engine the way deepinfer::LLM builds it (open_engine), behind the engine backend; serve
 // also needs a tokenizer and EOS ids.
 std::unique_ptr<server::EngineBackend> open_backend(ServeOptions& o) {
-  const std::filesystem::path dir(o.model.model_dir);
-  auto opened = model::v4::open_paged_runner(dir, o.model.numeric_mode(), o.engine.device);
-  const io::ModelConfig& model_config = *opened.config;
+  if (!o.model.mode.empty()) o.engine.mode = o.model.mode;
+  OpenedEngine engine = open_engine(std::filesystem::path(o.model.model_dir), o.engine,
+                                    {.require_tokenizer = true, .require_eos = true});
   server::EngineBackendOptions backend;
   backend.model_path = o.model.model_dir;
-  backend.chat_format = chat_format_for(o.chat_format, model_config);
+  backend.chat_format = chat_format_for(o.chat_format, *engine.model_config);
   backend.max_queued_requests = o.max_queued_requests;
-  OpenedEngine engine = open_engine(dir, std::move(opened.runner), model_config, o.engine,
-                                    {.require_tokenizer = true, .require_eos = true});
   backend.structured_outputs = engine.structured_outputs;
   backend.structured_outputs_after_thinking = engine.structured_outputs;
   return std::make_unique<server::EngineBackend>(std::move(engine.engine), std::move(engine.tokenizer), backend);

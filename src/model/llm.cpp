@@ -1,5 +1,5 @@
-// deepinfer::LLM: the V4 paged runner, an optional tokenizer and the engine loop behind one
-// generate() call that returns outputs in input order.
+// deepinfer::LLM: the model executor (model/executor.h: CPU or GPU, memory plan), an optional
+// tokenizer and the engine loop behind one generate() call that returns outputs in input order.
 #include "deepinfer/llm.h"
 
 #include <filesystem>
@@ -7,7 +7,6 @@
 
 #include "common/error.h"
 #include "engine/engine.h"
-#include "model/deepseek_v4/paged_runner.h"
 #include "model/open_engine.h"
 #include "tokenizer/tokenizer.h"
 
@@ -34,12 +33,8 @@ struct LLM::Impl {
 };
 
 LLM::LLM(const std::string& model_dir, LLMOptions options) : impl_(std::make_unique<Impl>()) {
-  const fs::path dir(model_dir);
-  std::optional<model::v4::NumericMode> mode;
-  if (options.mode) mode = model::v4::parse_numeric_mode(*options.mode);
-  auto opened = model::v4::open_paged_runner(dir, mode, options.device);
-  impl_->mode = std::string(model::v4::numeric_mode_name(opened.mode));
-  OpenedEngine engine = open_engine(dir, std::move(opened.runner), *opened.config, options);
+  OpenedEngine engine = open_engine(fs::path(model_dir), options);
+  impl_->mode = engine.numeric_mode;
   impl_->tok = std::move(engine.tokenizer);
   impl_->engine = std::move(engine.engine);
 }

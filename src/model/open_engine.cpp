@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "grammar/engine_constraint.h"
+#include "model/executor.h"
 #include "tokenizer/incremental_detokenizer.h"
 
 namespace deepinfer {
@@ -49,21 +50,24 @@ std::shared_ptr<const tokenizer::Tokenizer> load_tokenizer(const fs::path& model
 
 }  // namespace
 
+std::int32_t resolve_max_model_len(const LLMOptions& options, const io::ModelConfig& model) {
+  if (options.max_model_len > 0) return options.max_model_len;
+  const std::int64_t max_pos = model.max_position_embeddings > 0 ? model.max_position_embeddings : 8192;
+  return static_cast<std::int32_t>(std::min<std::int64_t>(max_pos, 8192));
+}
+
 engine::EngineConfig make_engine_config(const LLMOptions& options, const io::ModelConfig& model,
                                         const engine::ModelRunner& runner) {
   engine::EngineConfig config;
   config.scheduler.max_num_seqs = options.max_num_seqs;
   config.scheduler.max_num_batched_tokens = options.max_num_batched_tokens;
-  const std::int64_t max_pos = model.max_position_embeddings > 0 ? model.max_position_embeddings : 8192;
-  config.scheduler.max_model_len = options.max_model_len > 0
-                                       ? options.max_model_len
-                                       : static_cast<std::int32_t>(std::min<std::int64_t>(max_pos, 8192));
+  config.scheduler.max_model_len = resolve_max_model_len(options, model);
   const std::int32_t multiple = runner.cache_spec().page_size_multiple();
   config.cache.page_size = std::max(1, (64 + multiple - 1) / multiple) * multiple;
-  // Without an explicit count: room for four sequences of max_model_len (a memory budget sized
-  // for real models would make millions of pages for a tiny one).
+  // Without an explicit count or budget: room for four sequences of max_model_len (a memory budget
+  // sized for real models would make millions of pages for a tiny one).
   const std::int32_t per_seq = (config.scheduler.max_model_len + config.cache.page_size - 1) / config.cache.page_size;
-  config.cache.num_pages = options.num_pages > 0 ? options.num_pages : 4 * per_seq;
+  config.cache.num_pages = options.num_pages > 0 ? options.num_pages : options.cache_memory_bytes > 0 ? 0 : 4 * per_seq;
   config.cache.num_snapshot_slots = std::min(options.max_num_seqs, 16);
   config.cache.memory_bytes = options.cache_memory_bytes;
   config.cache.enable_prefix_caching = options.enable_prefix_caching;
@@ -108,6 +112,18 @@ OpenedEngine open_engine(const fs::path& model_dir, std::unique_ptr<engine::Mode
         grammar::make_grammar_constraint_factory(*out.tokenizer, out.engine->vocab_size(), config.eos_token_ids));
     out.structured_outputs = true;
   }
+  return out;
+}
+
+OpenedEngine open_engine(const fs::path& model, const LLMOptions& options, EngineSetup setup) {
+  model::ExecutorModel opened = model::open_executor(model, options);
+  LLMOptions sized = options;
+  if (opened.plan) sized.num_pages = opened.plan->layout.num_pages;
+  const io::ModelConfig& config = *opened.config;
+  const fs::path dir = fs::is_regular_file(model) ? model.parent_path() : model;
+  OpenedEngine out = open_engine(dir, std::move(opened.runner), config, sized, setup);
+  out.model_config = &config;
+  out.numeric_mode = std::string(model::v4::numeric_mode_name(opened.mode));
   return out;
 }
 

@@ -1,5 +1,6 @@
-// Dummy weights: per-tensor random streams over the weight manifest, written straight into the
-// release encodings (no quantisation pass), chunked so big tensors fill on every core.
+// Dummy weights: counter-based random values (ops/random_fill.h) over the weight manifest, written
+// straight into the release encodings (no quantisation pass): on the GPU by a kernel when the model
+// loads onto one, else on every host core; both write the same bytes.
 #include "model/deepseek_v4/dummy_weights.h"
 
 #include <algorithm>
@@ -15,26 +16,22 @@
 #include "model/deepseek_v4/model.h"
 #include "model/deepseek_v41/model.h"
 #include "model/weight_manifest.h"
+#include "ops/cuda/device_loading.h"
+#include "ops/random_fill.h"
 
 namespace deepinfer::model::v4 {
 namespace {
-
-// xorshift64* (Vigna): fast enough to fill tens of GB; the state must not be zero.
-std::uint64_t next_bits(std::uint64_t& state) {
-  state ^= state >> 12;
-  state ^= state << 25;
-  state ^= state >> 27;
-  return state * 0x2545f4914f6cdd1dull;
-}
 
 bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
 constexpr std::int64_t kChunkBytes = std::int64_t{1} << 22;
+// Tensors from this size on are generated in device memory when the model loads onto a GPU.
+constexpr std::int64_t kDeviceFillBytes = std::int64_t{1} << 20;
 
-// Calls fill(chunk_index, begin, end) over [0, bytes) in 4 MB chunks on all cores; each chunk seeds its
-// own stream, so the bytes do not depend on the thread count.
+// Calls fill(chunk_index, begin, end) over [0, bytes) in 4 MB chunks on all cores (chunk edges are
+// multiples of 8 bytes, so no word or element straddles two).
 template <typename Fill>
 void parallel_chunks(std::int64_t bytes, const Fill& fill) {
   const std::int64_t chunks = (bytes + kChunkBytes - 1) / kChunkBytes;
@@ -71,9 +68,37 @@ std::uint8_t ue8m0_code(double value) {
   return static_cast<std::uint8_t>(std::clamp(127.0 + std::round(std::log2(value)), 1.0, 254.0));
 }
 
+// Host version of ops::fill_random_on_device: the same value of every byte or element.
+void fill_random_on_host(Tensor& t, const ops::RandomFillSpec& spec) {
+  auto* out = static_cast<std::uint8_t*>(t.raw_data());
+  parallel_chunks(static_cast<std::int64_t>(t.nbytes()), [&](std::int64_t, std::int64_t begin, std::int64_t end) {
+    switch (spec.kind) {
+      case ops::RandomFillKind::kFp8Codes:
+      case ops::RandomFillKind::kBytes:
+        for (std::int64_t w = begin / 8; w * 8 < end; ++w) {
+          const std::uint64_t word = ops::random_word(spec.key, static_cast<std::uint64_t>(w));
+          for (std::int64_t i = w * 8; i < std::min(end, w * 8 + 8); ++i)
+            out[i] = ops::random_byte(spec, word, static_cast<std::uint64_t>(i));
+        }
+        break;
+      case ops::RandomFillKind::kF32Uniform:
+        for (std::int64_t i = begin / 4; i < end / 4; ++i)
+          reinterpret_cast<float*>(out)[i] = ops::random_uniform(spec, static_cast<std::uint64_t>(i));
+        break;
+      case ops::RandomFillKind::kBf16Uniform:
+        for (std::int64_t i = begin / 2; i < end / 2; ++i)
+          reinterpret_cast<std::uint16_t*>(out)[i] =
+              ops::random_bf16_bits(ops::random_uniform(spec, static_cast<std::uint64_t>(i)));
+        break;
+    }
+  });
+}
+
 class DummyWeights final : public WeightSource {
  public:
-  DummyWeights(const io::ModelConfig& config, std::uint64_t seed) : config_(config), seed_(seed) {
+  // device: the CUDA backend the model loads onto (large tensors are made there), or null.
+  DummyWeights(const io::ModelConfig& config, std::uint64_t seed, ops::Backend* device)
+      : config_(config), seed_(seed), device_(device) {
     for (ManifestEntry& e : build_weight_manifest(config)) {
       const std::string scale = e.scale_name();
       if (!scale.empty()) scales_.emplace(scale, e.name);
@@ -94,8 +119,8 @@ class DummyWeights final : public WeightSource {
     const ManifestEntry& e = it->second;
     switch (e.format) {
       case WeightFormat::kFloat: return float_tensor(e);
-      case WeightFormat::kFp8Block: return random_bytes(e, DType::kF8E4M3, 0x38, 0x07);  // |x| in [0.5, 2)
-      case WeightFormat::kFp4: return random_bytes(e, DType::kF4E2M1, 0x00, 0xFF);      // every E2M1 code
+      case WeightFormat::kFp8Block: return random_tensor(e, DType::kF8E4M3, {ops::RandomFillKind::kFp8Codes, 0, 0.0f, 0.0f});
+      case WeightFormat::kFp4: return random_tensor(e, DType::kF4E2M1, {ops::RandomFillKind::kBytes, 0, 0.0f, 0.0f});
       case WeightFormat::kIndex: return hash_table(e);
     }
     throw_error("{}: tensor {} has an unknown format", describe(), name);
@@ -106,30 +131,16 @@ class DummyWeights final : public WeightSource {
   }
 
  private:
-  // A nonzero stream state per (seed, tensor name, chunk).
-  std::uint64_t stream_seed(const std::string& name, std::int64_t chunk) const {
-    std::uint64_t state = (seed_ + 1) * 0x9e3779b97f4a7c15ull ^ std::hash<std::string>{}(name) ^
-                          (static_cast<std::uint64_t>(chunk) + 1) * 0xbf58476d1ce4e5b9ull;
-    if (state == 0) state = 1;
-    for (int i = 0; i < 4; ++i) next_bits(state);  // decorrelate nearby seeds
-    return state;
-  }
-
-  // FP8: sign and low mantissa random, exponent fixed by `base` (0x38 = 2^0 -> codes 0x38..0x3F and
-  // 0x30..0x37 with the 0x07 mask and a random top bit: [0.5, 2)); FP4: all bits random.
-  Tensor random_bytes(const ManifestEntry& e, DType dtype, std::uint8_t base, std::uint8_t random_mask) const {
-    Tensor t = Tensor::empty(e.shape, dtype);
-    auto* out = static_cast<std::uint8_t*>(t.raw_data());
-    const bool fp8 = dtype == DType::kF8E4M3;
-    parallel_chunks(static_cast<std::int64_t>(t.nbytes()), [&](std::int64_t chunk, std::int64_t begin, std::int64_t end) {
-      std::uint64_t state = stream_seed(e.name, chunk), bits = 0;
-      for (std::int64_t i = begin; i < end; ++i) {
-        if ((i - begin) % 8 == 0) bits = next_bits(state);
-        const auto r = static_cast<std::uint8_t>(bits >> (8 * ((i - begin) % 8)));
-        out[i] = fp8 ? static_cast<std::uint8_t>((r & 0x80) | (base - ((r >> 3) & 0x08)) | (r & random_mask))
-                     : static_cast<std::uint8_t>((r & random_mask) | base);
-      }
-    });
+  // Made on the device when there is one and the tensor is large, else on the host cores.
+  Tensor random_tensor(const ManifestEntry& e, DType dtype, ops::RandomFillSpec spec) const {
+    spec.key = ops::random_fill_key(seed_, e.name.data(), e.name.size());
+    const bool on_device = device_ != nullptr && static_cast<std::int64_t>(dtype_bytes(dtype, e.numel())) >= kDeviceFillBytes;
+    Tensor t = on_device ? device_->empty(e.shape, dtype) : Tensor::empty(e.shape, dtype);
+    if (on_device) {
+      ops::fill_random_on_device(*device_, t, spec);
+    } else {
+      fill_random_on_host(t, spec);
+    }
     return t;
   }
 
@@ -147,28 +158,11 @@ class DummyWeights final : public WeightSource {
 
   // Uniform values with the role's mean and RMS (uniform on ±sqrt(3)·rms), in the released dtype.
   Tensor float_tensor(const ManifestEntry& e) const {
-    const auto role = float_role(e);  // no structured binding: clang 14 cannot capture one in the lambda below
-    const float mean = role.first;
-    const float half = std::sqrt(3.0f) * role.second;
+    const auto [mean, rms] = float_role(e);
     const bool f32 = e.dtype == DType::kF32;
-    Tensor t = Tensor::empty(e.shape, f32 ? DType::kF32 : DType::kBF16);
-    const std::int64_t elem = f32 ? 4 : 2;
-    parallel_chunks(static_cast<std::int64_t>(t.nbytes()), [&](std::int64_t chunk, std::int64_t begin, std::int64_t end) {
-      std::uint64_t state = stream_seed(e.name, chunk);
-      for (std::int64_t i = begin / elem; i < end / elem; ++i) {
-        const float u = static_cast<float>(next_bits(state) >> 40) * 0x1.0p-24f;  // [0, 1)
-        const float v = mean + half * (2.0f * u - 1.0f);
-        if (f32) {
-          t.data<float>()[i] = v;
-        } else {
-          std::uint32_t bits = 0;
-          std::memcpy(&bits, &v, 4);
-          bits += 0x7fffu + ((bits >> 16) & 1u);  // round to nearest even (values are finite)
-          static_cast<std::uint16_t*>(t.raw_data())[i] = static_cast<std::uint16_t>(bits >> 16);
-        }
-      }
-    });
-    return t;
+    return random_tensor(e, f32 ? DType::kF32 : DType::kBF16,
+                         {f32 ? ops::RandomFillKind::kF32Uniform : ops::RandomFillKind::kBf16Uniform, 0, mean,
+                          std::sqrt(3.0f) * rms});
   }
 
   // tid2eid [vocab, k]: k distinct experts per token.
@@ -176,13 +170,14 @@ class DummyWeights final : public WeightSource {
     Tensor t = Tensor::empty(e.shape, DType::kI64);
     const std::int64_t k = e.shape[1], experts = config_.n_routed_experts;
     DI_CHECK(k <= experts, "{}: tid2eid needs {} distinct experts of {}", describe(), k, experts);
-    std::uint64_t state = stream_seed(e.name, 0);
+    const std::uint64_t key = ops::random_fill_key(seed_, e.name.data(), e.name.size());
+    std::uint64_t counter = 0;
     auto* out = t.data<std::int64_t>();
     for (std::int64_t row = 0; row < e.shape[0]; ++row) {
       for (std::int64_t j = 0; j < k; ++j) {
         std::int64_t pick = 0;
         do {
-          pick = static_cast<std::int64_t>(next_bits(state) % static_cast<std::uint64_t>(experts));
+          pick = static_cast<std::int64_t>(ops::random_word(key, counter++) % static_cast<std::uint64_t>(experts));
         } while (std::find(out + row * k, out + row * k + j, pick) != out + row * k + j);
         out[row * k + j] = pick;
       }
@@ -192,6 +187,7 @@ class DummyWeights final : public WeightSource {
 
   io::ModelConfig config_;
   std::uint64_t seed_;
+  ops::Backend* device_;
   std::unordered_map<std::string, ManifestEntry> entries_;
   std::unordered_map<std::string, std::string> scales_;  // scale name -> weight name
 };
@@ -259,13 +255,13 @@ io::ModelConfig dummy_model_config(const io::ModelConfig& config, int layers) {
   return out;
 }
 
-std::unique_ptr<WeightSource> dummy_weights(const io::ModelConfig& config, std::uint64_t seed) {
-  return std::make_unique<DummyWeights>(config, seed);
+std::unique_ptr<WeightSource> dummy_weights(const io::ModelConfig& config, std::uint64_t seed, ops::Backend* device) {
+  return std::make_unique<DummyWeights>(config, seed, device != nullptr && !device->device().is_cpu() ? device : nullptr);
 }
 
 std::unique_ptr<SequenceModel> load_dummy_model(const io::ModelConfig& config, std::uint64_t seed, ops::Backend& backend,
                                                 NumericMode mode) {
-  const auto weights = dummy_weights(config, seed);
+  const auto weights = dummy_weights(config, seed, &backend);
   const Numerics numerics = Numerics::for_mode(mode, config);
   if (config.arch != io::ModelArch::kDeepseekV41) return Model::load(*weights, config, backend, numerics);
   std::shared_ptr<const engram::EngramHasher> hasher;

@@ -25,10 +25,13 @@ io::ModelConfig dummy_model_config(const io::ModelConfig& config, int layers);
 // A WeightSource that synthesises each tensor of build_weight_manifest(config) when asked. Values:
 // norms ~1, embeddings ~N(0,1)-sized, projections ~1/sqrt(fan_in) RMS (FP8 codes in [0.5, 2) times a
 // power-of-two block scale; FP4 codes uniform times a power-of-two scale), small biases; tid2eid rows
-// of distinct experts. Large tensors are filled on all cores.
-std::unique_ptr<WeightSource> dummy_weights(const io::ModelConfig& config, std::uint64_t seed);
+// of distinct experts. Values are counter-based (ops/random_fill.h). With `device` a CUDA backend,
+// tensors of 1 MiB and more are generated in its memory by a kernel (handed out as device tensors,
+// which WeightLoader keeps as they are); they hold the same bytes as the host generator's.
+std::unique_ptr<WeightSource> dummy_weights(const io::ModelConfig& config, std::uint64_t seed,
+                                            ops::Backend* device = nullptr);
 
-// A model (V4 or V4.1 by config.arch) loaded from dummy_weights(config, seed) (the tensors it makes
+// A model (V4 or V4.1 by config.arch) loaded from dummy_weights(config, seed, &backend) (the tensors it makes
 // are owned, so the source need not outlive the model). V4.1 Engram hashing has no tokenizer: token
 // t maps to compressed id t mod engram_compressed_vocab_size (or t when the config states none).
 std::unique_ptr<SequenceModel> load_dummy_model(const io::ModelConfig& config, std::uint64_t seed, ops::Backend& backend, NumericMode mode);

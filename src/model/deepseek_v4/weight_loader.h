@@ -11,10 +11,26 @@
 #include "common/error.h"
 #include "io/weight_quant.h"
 #include "model/deepseek_v4/weights.h"
+#include "ops/cuda/device_loading.h"
 
 namespace deepinfer::model::v4 {
 
 inline bool is_float(DType d) { return d == DType::kF32 || d == DType::kBF16 || d == DType::kF16; }
+
+// While one is alive on this thread, every WeightLoader on it uploads through `uploader` (pinned
+// buffers, several copy threads); the device tensors are filled once the uploader's finish()
+// returns, which the owner calls before the first forward. Scopes nest (the inner one wins).
+class UploadScope {
+ public:
+  explicit UploadScope(ops::StagedUploader* uploader);
+  ~UploadScope();
+  UploadScope(const UploadScope&) = delete;
+  UploadScope& operator=(const UploadScope&) = delete;
+  static ops::StagedUploader* current();
+
+ private:
+  ops::StagedUploader* previous_;
+};
 
 class WeightLoader {
  public:
@@ -27,12 +43,12 @@ class WeightLoader {
     check_shape(name, t, shape);
     DI_CHECK(is_float(t.dtype()), "{}: tensor {} has dtype {}, expected a float type", where(), name,
              dtype_name(t.dtype()));
-    if (t.dtype() == DType::kF16 || (want_f32 && t.dtype() != DType::kF32)) t = t.to(DType::kF32);
+    if (t.dtype() == DType::kF16 || (want_f32 && t.dtype() != DType::kF32)) t = on_host(t).to(DType::kF32);
     return upload(t);
   }
 
   Tensor index_table(const std::string& name, const Shape& shape, std::int64_t num_experts) {
-    Tensor t = fetch(name);
+    Tensor t = on_host(fetch(name));
     check_shape(name, t, shape);
     DI_CHECK(t.dtype() == DType::kI64 || t.dtype() == DType::kI32, "{}: tensor {} has dtype {}, expected i64 or i32",
              where(), name, dtype_name(t.dtype()));
@@ -83,13 +99,13 @@ class WeightLoader {
     Tensor w = fetch(name);
     check_shape(name, w, Shape{groups * rank, cols});
     if (w.dtype() == DType::kF8E4M3) {
-      const Tensor s = src_.tensor(stem + ".scale");
+      const Tensor s = on_host(src_.tensor(stem + ".scale"));
       const int b = fp8_block(name, groups * rank, cols, s);
-      w = io::dequantize_fp8_block(w, s, b, b, DType::kBF16, name);
+      w = io::dequantize_fp8_block(on_host(w), s, b, b, DType::kBF16, name);
     } else {
       DI_CHECK(is_float(w.dtype()), "{}: tensor {} has dtype {}, expected float or FP8", where(), name,
                dtype_name(w.dtype()));
-      if (w.dtype() == DType::kF16) w = w.to(DType::kF32);
+      if (w.dtype() == DType::kF16) w = on_host(w).to(DType::kF32);
     }
     const Tensor full = upload(w);
     std::vector<ops::LinearWeight> out;
@@ -102,7 +118,7 @@ class WeightLoader {
 
   // A tensor as stored, in host memory (lookup tables that stay on the host).
   Tensor host(const std::string& name, const Shape& shape) {
-    Tensor t = fetch(name);
+    Tensor t = on_host(fetch(name));
     check_shape(name, t, shape);
     return t;
   }
@@ -124,7 +140,23 @@ class WeightLoader {
     return src_.tensor(name);
   }
 
-  Tensor upload(const Tensor& t) { return be_.upload(t.is_contiguous() ? t : t.clone()); }
+  // A source may hand out tensors already on the backend's device (dummy weights made on the GPU):
+  // those are used as they are.
+  Tensor upload(const Tensor& t) {
+    if (!t.device().is_cpu() && t.device() == be_.device()) return t;
+    const Tensor host = on_host(t);
+    if (ops::StagedUploader* staged = UploadScope::current(); staged != nullptr && !be_.device().is_cpu())
+      return staged->upload(host);
+    return be_.upload(host.is_contiguous() ? host : host.clone());
+  }
+
+  // The host conversions (dtype changes, FP8 dequantisation, index checks) read host memory.
+  Tensor on_host(const Tensor& t) {
+    if (t.device().is_cpu()) return t;
+    Tensor h = Tensor::empty(t.shape(), t.dtype());
+    be_.copy(t, h);
+    return h;
+  }
 
   void check_shape(const std::string& name, const Tensor& t, const Shape& want) const {
     DI_CHECK(t.shape() == want, "{}: tensor {} has shape {}, but the config implies {}", where(), name, t.shape(), want);
@@ -135,7 +167,7 @@ class WeightLoader {
     DI_CHECK(s.ndim() == 2, "{}: scale {}.scale must be 2-D, got {}", where(), stem, s.shape());
     if (s.dtype() != DType::kUE8M0 && s.dtype() != DType::kF32) {
       DI_CHECK(is_float(s.dtype()), "{}: scale {}.scale has dtype {}", where(), stem, dtype_name(s.dtype()));
-      s = s.to(DType::kF32);
+      s = on_host(s).to(DType::kF32);
     }
     return upload(s);
   }

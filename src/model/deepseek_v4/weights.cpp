@@ -9,6 +9,8 @@
 namespace deepinfer::model::v4 {
 namespace {
 
+thread_local ops::StagedUploader* current_uploader = nullptr;
+
 class CheckpointWeights final : public WeightSource {
  public:
   explicit CheckpointWeights(const io::Checkpoint& checkpoint) : checkpoint_(checkpoint) {}
@@ -95,6 +97,10 @@ void load_block_mixing(WeightLoader& ld, const io::ModelConfig& c, const std::st
   lw.hc_attn = ld.hc(p + "hc_attn", (2 + hc) * hc, 3);
   lw.hc_ffn = ld.hc(p + "hc_ffn", (2 + hc) * hc, 3);
 }
+
+UploadScope::UploadScope(ops::StagedUploader* uploader) : previous_(current_uploader) { current_uploader = uploader; }
+UploadScope::~UploadScope() { current_uploader = previous_; }
+ops::StagedUploader* UploadScope::current() { return current_uploader; }
 
 std::unique_ptr<WeightSource> checkpoint_weights(const io::Checkpoint& checkpoint) {
   return std::make_unique<CheckpointWeights>(checkpoint);

@@ -7,6 +7,7 @@
 #include "common/env.h"
 #include "ops/cuda/cuda_backend_impl.h"
 #include "ops/cuda/cuda_check.h"
+#include "ops/cuda/device_memory.h"
 #include "ops/cuda/kernels.h"
 
 namespace deepinfer::ops {
@@ -41,13 +42,14 @@ const char* fault_text(DeviceFault f) {
 }
 
 // Shared ownership of cudaMalloc'd memory: freed on its own device, whichever is current then.
-std::shared_ptr<const void> own_device_memory(void* ptr, int device) {
-  return std::shared_ptr<const void>(ptr, [device](const void* p) {
+std::shared_ptr<const void> own_device_memory(void* ptr, int device, std::size_t bytes) {
+  return std::shared_ptr<const void>(ptr, [device, bytes](const void* p) {
     int previous = 0;
     cudaGetDevice(&previous);
     cudaSetDevice(device);
     cudaFree(const_cast<void*>(p));
     cudaSetDevice(previous);
+    note_device_bytes(device, -static_cast<std::int64_t>(bytes));
   });
 }
 
@@ -76,14 +78,9 @@ DevWeight dev_weight(const LinearWeight& w) {
 }
 
 CudaBackend::CudaBackend(const CudaBackendOptions& options) : device_(options.device), options_(options) {
-  int count = 0;
-  DI_CUDA_CHECK(cudaGetDeviceCount(&count));
-  DI_CHECK(device_ >= 0 && device_ < count, "CUDA backend: device {} requested, {} visible", device_, count);
+  (void)cuda_device_status(device_);  // no device, index out of range, not sm_90: deepinfer::Error
   cudaDeviceProp prop{};
   DI_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
-  DI_CHECK(prop.major == 9 && prop.minor == 0,
-           "CUDA backend: device {} ({}) is sm_{}{}; this build has kernels for sm_90a (Hopper) only", device_,
-           prop.name, prop.major, prop.minor);
   sm_count_ = prop.multiProcessorCount;
   activate();
   DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -134,8 +131,9 @@ std::uint8_t* CudaBackend::scratch(std::size_t bytes, const char* op) {
     throw_error("CUDA backend: cannot allocate {} bytes of scratch on device {} ({} of {} bytes free)", grown, device_,
                 free_bytes, total_bytes);
   }
-  scratch_owner_ = own_device_memory(scratch_, device_);
+  scratch_owner_ = own_device_memory(scratch_, device_, grown);
   scratch_bytes_ = grown;
+  note_device_bytes(device_, static_cast<std::int64_t>(grown));
   return scratch_;
 }
 
@@ -246,7 +244,8 @@ Tensor CudaBackend::empty(const Shape& shape, DType dtype) {
     throw_error("CUDA backend: cannot allocate {} bytes for a {} {} tensor on device {} ({} of {} bytes free)", bytes,
                 dtype_name(dtype), shape, device_, free_bytes, total_bytes);
   }
-  return Tensor::view_of(ptr, shape, dtype, own_device_memory(ptr, device_), device());
+  note_device_bytes(device_, static_cast<std::int64_t>(bytes));
+  return Tensor::view_of(ptr, shape, dtype, own_device_memory(ptr, device_, bytes), device());
 }
 
 void CudaBackend::copy(const Tensor& src, Tensor& dst) {

@@ -2,7 +2,9 @@
 // without CUDA may call it too, and then gets a deepinfer::Error saying so.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <string>
 
 #include "ops/backend.h"
 
@@ -27,5 +29,28 @@ struct CudaBackendOptions {
 // The backend on CUDA device `device` (options from the environment).
 std::unique_ptr<Backend> make_cuda_backend(int device = 0);
 std::unique_ptr<Backend> make_cuda_backend(const CudaBackendOptions& options);
+
+// A CUDA device as the memory planner sees it (free / total from cudaMemGetInfo, so free excludes
+// this process's context and whatever other processes hold).
+struct CudaDeviceStatus {
+  int device = 0;
+  std::string name;
+  int major = 0, minor = 0;  // compute capability
+  std::int64_t free_bytes = 0, total_bytes = 0;
+};
+
+// Throws deepinfer::Error (never a CUDA abort) when deepinfer was built without CUDA, no CUDA
+// device or driver is usable, `device` is out of range, or the device is not sm_90 (the only
+// architecture the kernels are built for). make_cuda_backend runs the same checks.
+CudaDeviceStatus cuda_device_status(int device);
+
+// Device memory held by the CUDA backends' tensors and scratch on `device` (weights, cache pools,
+// workspaces): now, and the most since the last reset_cuda_peak (the planner's activation probe).
+struct CudaAllocationStats {
+  std::int64_t live_bytes = 0;
+  std::int64_t peak_bytes = 0;
+};
+CudaAllocationStats cuda_allocation_stats(int device);
+void reset_cuda_peak(int device);
 
 }  // namespace deepinfer::ops
