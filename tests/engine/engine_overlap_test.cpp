@@ -207,5 +207,36 @@ TEST(EngineOverlap, StopStringFoundAfterTheNextStepLaunchedEndsTheRequestOnce) {
   expect_same_outputs(want, run(EngineConfig::Overlap::kOn), "overlapped");
 }
 
+TEST(EngineOverlap, StructuredOutputMasksGiveTheSameOutputsOnTheDeviceAndOverlapped) {
+  // Masks fill on the workers while the forward runs; on the device path they are uploaded when
+  // ready and the sampling is queued after them.
+  const auto run = [](EngineConfig::Overlap overlap, bool device) {
+    EngineConfig config = small_config(256);
+    config.overlap = overlap;
+    config.worker_threads = 2;
+    FakeModelConfig model;
+    model.device_logits = device;
+    auto engine = make_engine(config, model);
+    engine->set_constraint_factory(std::make_shared<testing::ModuloConstraintFactory>(64));
+    for (int i = 0; i < 10; ++i) {
+      SamplingParams p;
+      p.temperature = i % 3 == 0 ? 0.0f : 0.9f;
+      p.seq_seed = 70 + static_cast<std::uint64_t>(i);
+      p.max_tokens = 20;
+      p.logprobs = i % 2 == 0 ? std::optional<std::int32_t>(2) : std::nullopt;
+      if (i % 4 != 3) p.so_args = StructuredOutputArgs{"regex", "mod:" + std::to_string(2 + i % 3)};
+      engine->add_request("c" + std::to_string(i), make_prompt(6 + i, 90u + static_cast<std::uint32_t>(i), 60), p);
+    }
+    return run_to_completion(*engine);
+  };
+  const auto want = run(EngineConfig::Overlap::kOff, false);
+  int completed = 0;  // constraints that reached their end (6 allowed tokens, then EOS)
+  for (const auto& [id, g] : want) completed += g[0].finish == FinishReason::kStop && g[0].tokens.size() == 7 ? 1 : 0;
+  EXPECT_GE(completed, 5);
+  expect_same_outputs(want, run(EngineConfig::Overlap::kOff, true), "sync device");
+  expect_same_outputs(want, run(EngineConfig::Overlap::kOn, false), "overlapped host");
+  expect_same_outputs(want, run(EngineConfig::Overlap::kOn, true), "overlapped device");
+}
+
 }  // namespace
 }  // namespace deepinfer::engine
