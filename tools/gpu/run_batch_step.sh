@@ -23,8 +23,8 @@ timeout 60 build/gpu/tests/ops/ops_cuda_parity_test \
 echo "parity: exit status $?"
 grep -E "^\[  (FAILED|PASSED) |Failure" "$out/parity.log" | head -20
 start=$(date +%s)
-timeout 240 build/gpu/tests/golden/cuda_golden_test >"$out/golden.log" 2>&1
+timeout 150 build/gpu/tests/golden/cuda_golden_test >"$out/golden.log" 2>&1
 status=$?
 grep -E "^MEASURED|^\[  (FAILED|SKIPPED) |Failure|Which is|Expected|^\[  PASSED" "$out/golden.log" | head -60
 echo "golden: $(( $(date +%s) - start )) s, exit status $status"
-timeout 240 build/gpu/bench/v4_model_bench --config tests/io/fixtures/v4_flash.release.json "$@" 2>&1 | tee "$out/bench.md"
+timeout 140 build/gpu/bench/v4_model_bench --config tests/io/fixtures/v4_flash.release.json "$@" 2>&1 | tee "$out/bench.md"

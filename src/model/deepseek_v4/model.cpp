@@ -141,7 +141,7 @@ Model::Model(const io::ModelConfig& config, ops::Backend& backend, const Numeric
       numerics_(numerics),
       step_ws_(backend),
       layer_ws_(backend),
-      meta_ws_(backend) {}
+      staging_(std::make_unique<MetaStaging>(backend)) {}
 
 std::unique_ptr<Model> Model::load(const WeightSource& weights, const io::ModelConfig& config, ops::Backend& backend,
                                    NumericMode mode) {
@@ -176,8 +176,9 @@ void Model::run_layers(const Step& step, const void* stream, const std::function
     layers();
     return;
   }
-  // Everything a replay reads or writes at a captured address: the metadata, the stream buffers
-  // and layer scratch (bump arenas: same shapes give the same addresses) and the state pools.
+  // Everything a replay reads or writes at a captured address: the metadata (its staging buffer),
+  // the stream buffers and layer scratch (bump arenas: same shapes give the same addresses) and
+  // the state pools.
   layer_ws_.reset();
   const void* layer_base = layer_ws_.alloc(Shape{1}, DType::kU8).raw_data();
   layer_ws_.reset();
@@ -197,7 +198,6 @@ void Model::run_layers(const Step& step, const void* stream, const std::function
     Captured c{ops::capture_graph(backend_, layers), addresses};
     c.graph.keep_alive(step_ws_.retain());
     c.graph.keep_alive(layer_ws_.retain());
-    c.graph.keep_alive(meta_ws_.retain());
     graphs_by_bucket_[key] = std::move(c);
   } catch (const Error& e) {
     log::warn("decode step of {} rows, {} pages runs without a CUDA graph: {}", key.first, key.second, e.what());
@@ -213,11 +213,10 @@ void Model::forward(std::span<const Chunk> chunks, Tensor& logits) {
   if (step.tokens == 0) return;
 
   step_ws_.reset();
-  meta_ws_.reset();
   StepMetaBuilder builder(config_, *plan.arena);
   const StepRows layout = step_rows(plan);
   builder.add(layout, builder.shape_of(layout, bucketed_));
-  const std::vector<StepMeta> metas = builder.upload(backend_, meta_ws_);  // the step's one upload
+  const std::vector<StepMeta> metas = builder.upload(*staging_);  // the step's one upload
   ForwardContext cx{backend_, step_ws_, layer_ws_, config_, numerics_, rope_main_, rope_compress_};
   begin_step(cx, step, metas.front());
 

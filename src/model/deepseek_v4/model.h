@@ -19,6 +19,7 @@
 #include "model/sequence_model.h"
 #include "model/deepseek_v4/numerics.h"
 #include "model/deepseek_v4/state.h"
+#include "model/deepseek_v4/step_meta.h"
 #include "model/deepseek_v4/weights.h"
 #include "ops/backend.h"
 #include "ops/graph.h"
@@ -69,7 +70,7 @@ class Model final : public SequenceModel {
   std::shared_ptr<StateArena> arena_;  // the model's own sequences (new_sequence)
   bool bucketed_ = false;
   bool graphs_ = false;
-  ops::Workspace meta_ws_;  // the step's metadata, apart so its size moves no other buffer
+  std::unique_ptr<MetaStaging> staging_;  // the steps' metadata (before the graphs that read it)
   // One graph per (rows, pages) bucket, valid while every address it captured is unchanged.
   struct Captured {
     ops::Graph graph;

@@ -204,14 +204,22 @@ void StepMetaBuilder::add(const StepRows& step, const StepShape& shape) {
   pending_.push_back(std::move(p));
 }
 
-std::vector<StepMeta> StepMetaBuilder::upload(ops::Backend& backend, ops::Workspace& ws) {
-  const auto total = static_cast<std::int64_t>(host_.size());
-  Tensor device = ws.alloc(Shape{std::max<std::int64_t>(total, 1)}, DType::kI32);
-  if (total > 0) {
-    const Tensor src = Tensor::view_of(host_.data(), Shape{total}, DType::kI32, nullptr);
-    Tensor dst = device.narrow(0, 0, total);
-    backend.copy(src, dst);  // the step's only host -> device copy before the logits
+Tensor MetaStaging::upload(std::span<const std::int32_t> host) {
+  const std::size_t capacity = std::max<std::size_t>(std::bit_ceil(host.size()), 16384);
+  std::unique_ptr<ops::StagingBuffer>& buffer = by_capacity_[capacity];
+  if (buffer == nullptr) {
+    ops::StagingLayout layout;
+    layout.add("meta", Shape{static_cast<std::int64_t>(capacity)}, DType::kI32);
+    buffer = std::make_unique<ops::StagingBuffer>(backend_, std::move(layout));
   }
+  Tensor slot = buffer->host("meta");
+  std::copy(host.begin(), host.end(), slot.data<std::int32_t>());
+  buffer->upload();  // the step's only host -> device copy before the logits (async, pinned)
+  return buffer->device("meta").narrow(0, 0, static_cast<std::int64_t>(host.size()));
+}
+
+std::vector<StepMeta> StepMetaBuilder::upload(MetaStaging& staging) {
+  const Tensor device = staging.upload(host_);
   std::vector<StepMeta> out;
   for (Pending& p : pending_) {
     for (const View& v : p.views) {

@@ -13,13 +13,15 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "io/model_config.h"
 #include "model/deepseek_v4/state.h"
 #include "ops/backend.h"
-#include "ops/workspace.h"
+#include "ops/graph.h"
 
 namespace deepinfer::model::v4 {
 
@@ -90,6 +92,20 @@ struct StepRows {
 // The smallest bucket (1, 2, 4, ..., 256, then multiples of 256) holding n.
 std::int64_t batch_bucket(std::int64_t n);
 
+// The device copy of a step's metadata: pinned host slots and one async upload (ops::StagingBuffer,
+// no stream synchronisation), one buffer per power-of-two capacity so a bucket's steps always land
+// at the same device address (what a captured graph reads).
+class MetaStaging {
+ public:
+  explicit MetaStaging(ops::Backend& backend) : backend_(backend) {}
+  // Enqueues the upload of `host` and returns its device view, i32 [host.size()].
+  Tensor upload(std::span<const std::int32_t> host);
+
+ private:
+  ops::Backend& backend_;
+  std::map<std::size_t, std::unique_ptr<ops::StagingBuffer>> by_capacity_;  // capacity in i32 values
+};
+
 // Lays out the steps of one forward pass (the step, and the replayed tail of a split V4.1 step) in
 // one host buffer; upload() copies it to the device once and returns each step's views.
 class StepMetaBuilder {
@@ -99,7 +115,7 @@ class StepMetaBuilder {
   // Shapes of `step`: exact, or (bucketed, decode steps only) padded to buckets.
   StepShape shape_of(const StepRows& step, bool bucketed) const;
   void add(const StepRows& step, const StepShape& shape);
-  std::vector<StepMeta> upload(ops::Backend& backend, ops::Workspace& ws);
+  std::vector<StepMeta> upload(MetaStaging& staging);
 
  private:
   // A field of a pending step and where its values sit in the host buffer.

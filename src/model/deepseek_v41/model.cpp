@@ -114,7 +114,12 @@ ReplayOptions ReplayOptions::from_env(const io::ModelConfig& config) {
 }
 
 Model::Model(const io::ModelConfig& config, ops::Backend& backend, const v4::Numerics& numerics)
-    : config_(config), backend_(backend), numerics_(numerics), step_ws_(backend), layer_ws_(backend) {}
+    : config_(config),
+      backend_(backend),
+      numerics_(numerics),
+      step_ws_(backend),
+      layer_ws_(backend),
+      staging_(std::make_unique<v4::MetaStaging>(backend)) {}
 
 std::unique_ptr<Model> Model::load(const v4::WeightSource& weights, const io::ModelConfig& config,
                                    ops::Backend& backend, const v4::Numerics& numerics,
@@ -202,7 +207,7 @@ void Model::forward(std::span<const Chunk> chunks, Tensor& logits) {
     tail_shape.rows = tail.step.tokens;
     builder.add(v4::StepRows{tail.step.segments, tail.ids, tail.positions, tail_logits, tail.source_rows}, tail_shape);
   }
-  const std::vector<v4::StepMeta> metas = builder.upload(backend_, step_ws_);  // the step's one upload
+  const std::vector<v4::StepMeta> metas = builder.upload(*staging_);  // the step's one upload
   ForwardContext cx{backend_, step_ws_, layer_ws_, config_, numerics_, rope_main_, rope_compress_};
   v4::begin_step(cx, step, metas.front());
   Csa2Shared shared(config_.layers.size());

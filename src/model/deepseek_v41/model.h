@@ -16,6 +16,7 @@
 #include "io/model_config.h"
 #include "model/deepseek_v4/numerics.h"
 #include "model/deepseek_v4/state.h"
+#include "model/deepseek_v4/step_meta.h"
 #include "model/deepseek_v41/weights.h"
 #include "model/engram/engram_hash.h"
 #include "model/sequence_model.h"
@@ -67,6 +68,7 @@ class Model final : public SequenceModel {
   ops::Workspace step_ws_;
   ops::Workspace layer_ws_;
   std::shared_ptr<v4::StateArena> arena_;  // the model's own sequences (new_sequence)
+  std::unique_ptr<v4::MetaStaging> staging_;  // the steps' metadata
 };
 
 }  // namespace deepinfer::model::v41
