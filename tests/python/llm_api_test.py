@@ -233,8 +233,12 @@ class Errors(unittest.TestCase):
         self.assert_usable()
 
     def test_bad_engine_arguments_and_model_dirs(self):
-        with self.assertRaisesRegex(deepinfer.DeepInferError, "unknown engine argument 'gpu_memory_utilization'"):
-            LLM(model=support.MODEL, gpu_memory_utilization=0.9)
+        with self.assertRaisesRegex(deepinfer.DeepInferError, "unknown engine argument 'tensor_parallel_size'"):
+            LLM(model=support.MODEL, tensor_parallel_size=2)
+        with self.assertRaisesRegex(deepinfer.DeepInferError, "device 'gpu': expected cpu, cuda or cuda:N"):
+            LLM(model=support.MODEL, device="gpu")
+        with self.assertRaisesRegex(deepinfer.DeepInferError, "load_format 'safetensors': expected auto or dummy"):
+            LLM(model=support.MODEL, load_format="safetensors")
         with self.assertRaisesRegex(deepinfer.DeepInferError, "/nonexistent/model: no such model directory"):
             LLM(model="/nonexistent/model")
         with self.assertRaises(TypeError):
