@@ -72,7 +72,7 @@ class CudaStagedUploader final : public StagedUploader {
       const std::int64_t n = std::min(options_.buffer_bytes, bytes - offset);
       std::unique_lock<std::mutex> lock(mu_);
       room_cv_.wait(lock, [&] { return queued_bytes_ < limit || !error_.empty(); });
-      queue_.push_back({src, base + offset, dst + offset, n});
+      queue_.push_back({src, out, base + offset, dst + offset, n});
       queued_bytes_ += n;
       lock.unlock();
       work_cv_.notify_one();
@@ -95,6 +95,9 @@ class CudaStagedUploader final : public StagedUploader {
  private:
   struct Job {
     Tensor keep;  // holds the host memory until staged
+    // Holds the device memory until the copy is queued: if loading fails and the weights are freed
+    // first, cudaFree waits for the queued copy instead of the copy landing in freed memory.
+    Tensor keep_dst;
     const std::uint8_t* src;
     std::uint8_t* dst;
     std::int64_t bytes;
@@ -124,13 +127,21 @@ class CudaStagedUploader final : public StagedUploader {
         ++busy_;
       }
       std::string failure;
+      bool failed_before = false;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        failed_before = !error_.empty();
+      }
       try {
-        stage(w.slots[next], w.stream, job);
-        next ^= 1;
+        if (!failed_before) {  // after a failure the rest is drained without copying
+          stage(w.slots[next], w.stream, job);
+          next ^= 1;
+        }
       } catch (const std::exception& e) {
         failure = e.what();
       }
       job.keep = Tensor();
+      job.keep_dst = Tensor();
       done_.fetch_add(job.bytes);
       {
         std::lock_guard<std::mutex> lock(mu_);
