@@ -182,10 +182,13 @@ class Engine {
   };
   // A launched step: its batch, the mask tasks, where it is sampled.
   struct InFlight {
+    // Written out: clang cannot use a nested class's default member initializers inside
+    // std::optional<InFlight>::emplace() of the enclosing class.
+    InFlight() : device(false), device_queued(false) {}
     ScheduledBatch batch;
     std::vector<std::future<void>> masks;
-    bool device = false;         // sampled on the runner's device
-    bool device_queued = false;  // its sampling is queued already (no masks to wait for)
+    bool device;         // sampled on the runner's device
+    bool device_queued;  // its sampling is queued already (no masks to wait for)
   };
   // A collected step: sampled and decided, not yet turned into outputs.
   struct Decided {
