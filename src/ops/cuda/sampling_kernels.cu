@@ -174,10 +174,27 @@ __device__ std::uint32_t radix_select(int vocab, In in, Key key, Weight weight, 
     for (int i = threadIdx.x; i < 256; i += kThreads) sh.hist[i] = 0;
     __syncthreads();
     const std::uint32_t high = shift == 24 ? 0u : (0xFFFFFFFFu << (shift + 8));
-    for (int v = threadIdx.x; v < vocab; v += kThreads) {
-      if (!in(v)) continue;
-      const std::uint32_t k = key(v);
-      if ((k & high) == (prefix & high)) atomicAdd(&sh.hist[(k >> shift) & 255u], weight(v));
+    // A row's logits share a few exponent bytes, so one atomic per id would pile onto the same
+    // bins: the lanes of a warp with the same digit add their weights first, one atomic per group.
+    const int lane = threadIdx.x % 32;
+    for (int base = 0; base < vocab; base += kThreads) {
+      const int v = base + static_cast<int>(threadIdx.x);
+      std::uint32_t digit = 256;  // none
+      u64 w = 0;
+      if (v < vocab && in(v)) {
+        const std::uint32_t k = key(v);
+        if ((k & high) == (prefix & high)) {
+          digit = (k >> shift) & 255u;
+          w = weight(v);
+        }
+      }
+      const unsigned peers = __match_any_sync(kFull, digit);
+      u64 sum = 0;
+      for (int j = 0; j < 32; ++j) {
+        const u64 wj = __shfl_sync(kFull, w, j);
+        if ((peers >> j) & 1u) sum += wj;
+      }
+      if (digit < 256 && __ffs(peers) - 1 == lane) atomicAdd(&sh.hist[digit], sum);
     }
     __syncthreads();
     if (threadIdx.x == 0) {
