@@ -3,7 +3,7 @@
 # against the CPU reference (tokens and logprob bits) and times it, then runs engine_bench on dummy
 # V4-Flash weights twice — synchronous loop with host sampling (the old path: logits copied back)
 # and overlapped loop with device sampling — under the CUPTI kernel tracer (tools/gpu/kernel_trace.cpp)
-# when it builds, reporting GPU busy time against the host wall per decode step.
+# when it builds, reporting GPU busy and idle time per decode step (tools/gpu/engine_trace_gaps.py).
 # usage (device, repo root, carrying .deps): LAYERS=2 bash tools/gpu/run_engine_bench.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -47,8 +47,8 @@ run() {  # name, engine_bench flags...
   local wall
   wall=$(sed -n 's/.*last [0-9]* steps \([0-9.]*\) ms\/step wall.*/\1/p' "$out/engine_$name.txt")
   if [ -f "$out/trace_$name.csv" ]; then
-    python3 tools/gpu/kernel_trace_report.py "$out/trace_$name.csv" --steps 8 ${wall:+--wall-ms "$wall"} 2>&1 |
-      head -8 | tee "$out/trace_$name.txt"
+    python3 tools/gpu/engine_trace_gaps.py "$out/trace_$name.csv" --steps 8 2>&1 | tee "$out/trace_$name.txt"
+    echo "(host wall per step ${wall:-?} ms)"
     gzip -f "$out/trace_$name.csv"
   fi
 }
