@@ -1,4 +1,5 @@
-// The GPU memory planner's arithmetic and error messages on made-up device numbers (no GPU needed).
+// The GPU memory planner's arithmetic and error messages on made-up device numbers, and the device
+// names the executor accepts (no GPU needed).
 #include "model/memory_plan.h"
 
 #include <gtest/gtest.h>
@@ -7,6 +8,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "model/executor.h"
 
 namespace deepinfer::model {
 namespace {
@@ -140,6 +142,16 @@ TEST(MemoryPlan, MaxModelLenBeyondTheCacheSaysHowFarToLowerIt) {
   const std::string e = error_of([&] { plan_device_memory(h200(), r, plan_spec(), plan_config(), 64, 641); });
   EXPECT_NE(e.find("max_model_len 641 needs 11 pages"), std::string::npos) << e;
   EXPECT_NE(e.find("lower --max-model-len to at most 640"), std::string::npos) << e;
+}
+
+TEST(ExecutorDevice, CpuCudaAndCudaNParseAndAnythingElseIsAnError) {
+  EXPECT_FALSE(parse_device("cpu").cuda);
+  EXPECT_EQ(parse_device("cuda").name(), "cuda:0");
+  EXPECT_EQ(parse_device("cuda:3").index, 3);
+  for (const char* bad : {"gpu", "cuda:", "cuda:-1", "cuda:x", "cuda:12345", "CUDA", ""}) {
+    const std::string e = error_of([&] { parse_device(bad); });
+    EXPECT_NE(e.find("expected cpu, cuda or cuda:N"), std::string::npos) << bad << ": " << e;
+  }
 }
 
 }  // namespace
