@@ -275,6 +275,14 @@ void Engine::propose_drafts() {
   }
 }
 
+void Engine::abandon_in_flight() {
+  for (std::future<void>& m : inflight_->masks) {
+    if (m.valid()) m.wait();
+  }
+  fail_batch(inflight_->batch);
+  inflight_.reset();
+}
+
 void Engine::launch_step(ScheduledBatch batch) {
   // In place: the runner may keep a pointer to the ForwardBatch until collect().
   InFlight& f = inflight_.emplace();
@@ -296,9 +304,7 @@ void Engine::launch_step(ScheduledBatch batch) {
       f.device_queued = true;
     }
   } catch (...) {
-    for (std::future<void>& m : f.masks) m.wait();
-    fail_batch(f.batch);
-    inflight_.reset();
+    abandon_in_flight();
     throw;
   }
   launch_seconds_ = seconds_since(start);
@@ -323,13 +329,11 @@ Engine::Decided Engine::collect_step() {
       logits_.resize(static_cast<std::size_t>(rows) * static_cast<std::size_t>(vocab_size_));
       runner_->collect(logits_);
     }
+    for (std::future<void>& m : f.masks) m.get();
   } catch (...) {
-    for (std::future<void>& m : f.masks) m.wait();
-    fail_batch(f.batch);
-    inflight_.reset();
+    abandon_in_flight();
     throw;
   }
-  for (std::future<void>& m : f.masks) m.get();
   stats_.model_seconds += launch_seconds_ + seconds_since(start);
   const bool device = f.device;
   Decided d;

@@ -205,6 +205,9 @@ class Engine {
   void launch_step(ScheduledBatch batch);
   // Waits for inflight_, samples and decides every sequence (token ids only, no text).
   Decided collect_step();
+  // The launched step failed (runner, device sampler or a mask task threw): its requests end with
+  // kError once its mask tasks are done.
+  void abandon_in_flight();
   // Packs the sampling rows of the launched batch for the device (engine_sampling.cpp).
   void pack_device_rows(const ScheduledBatch& batch);
   // Samples (or reads the device's samples for) one sequence and verifies its drafts; applies

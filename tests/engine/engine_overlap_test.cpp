@@ -238,5 +238,54 @@ TEST(EngineOverlap, StructuredOutputMasksGiveTheSameOutputsOnTheDeviceAndOverlap
   expect_same_outputs(want, run(EngineConfig::Overlap::kOn, true), "overlapped device");
 }
 
+// A model whose third forward fails (inside collect(), where the default launch/collect pair runs it).
+class ThrowingRunner final : public ModelRunner {
+ public:
+  cache::CacheSpec cache_spec() const override { return inner_.cache_spec(); }
+  std::int32_t vocab_size() const override { return inner_.vocab_size(); }
+  void allocate_cache(const cache::CacheLayout& layout) override { inner_.allocate_cache(layout); }
+  void forward(const ForwardBatch& batch, std::span<float> logits) override {
+    if (++calls_ == 3) throw Error("device lost");
+    inner_.forward(batch, logits);
+  }
+
+ private:
+  FakeModelRunner inner_;
+  int calls_ = 0;
+};
+
+TEST(EngineOverlap, AModelErrorWhileOverlappedEndsThatBatchsRequestsAndTheEngineGoesOn) {
+  EngineConfig config = small_config();
+  config.overlap = EngineConfig::Overlap::kOn;
+  config.worker_threads = 2;
+  Engine engine(config, std::make_unique<ThrowingRunner>());
+  SamplingParams p;
+  p.max_tokens = 10;
+  engine.add_request("a", make_prompt(6, 1, 64), p);
+  engine.add_request("b", make_prompt(6, 2, 64), p);
+  int threw_at = -1;
+  for (int step = 0; step < 6 && threw_at < 0; ++step) {
+    try {
+      engine.step();
+    } catch (const Error&) {
+      threw_at = step;
+    }
+  }
+  ASSERT_GE(threw_at, 0);
+  EXPECT_FALSE(engine.has_in_flight());
+  const std::vector<RequestOutput> out = engine.step();
+  ASSERT_EQ(out.size(), 2u);
+  for (const RequestOutput& r : out) {
+    EXPECT_TRUE(r.finished);
+    EXPECT_EQ(r.completions.at(0).finish_reason, FinishReason::kError);
+  }
+  EXPECT_EQ(engine.scheduler().page_pool().num_in_use(), 0);
+  p.ignore_eos = true;  // exactly max_tokens, whatever the seed the engine draws for it
+  engine.add_request("c", make_prompt(6, 3, 64), p);
+  const auto got = run_to_completion(engine);
+  EXPECT_EQ(got.at("c")[0].tokens.size(), 10u);
+  EXPECT_EQ(got.at("c")[0].finish, FinishReason::kLength);
+}
+
 }  // namespace
 }  // namespace deepinfer::engine
