@@ -99,6 +99,14 @@ class Backend {
   virtual void topk_visible(const Tensor& scores, const Tensor& positions, int ratio, int k, const Tensor& offsets,
                             Tensor& out) = 0;
 
+  // V4.1 hierarchical candidates (MODEL_SPEC B4.4), per row t: the entries visible at positions[t]
+  // (s < min(n, (positions[t] + 1) / ratio)) in blocks of `block`, each block scored by the max of
+  // its visible entries, the block of the newest visible entry always kept; the top `top_blocks`
+  // blocks with a finite score (ties: lower block) give out[t, s] = 0 for their entries, every
+  // other entry (and every entry of a row that sees none) -inf. scores, out: f32 [T, n].
+  virtual void candidate_mask(const Tensor& scores, const Tensor& positions, int ratio, int block, int top_blocks,
+                              Tensor& out) = 0;
+
   // ---- KV compressor -------------------------------------------------------------------------
   // Feeds projected rows (kv, score: f32 [T, coff·d]; ape: f32 [ratio, coff·d]) of a batch into the
   // state pool: row t is position positions[t] of the sequence in state slot slots[t] (-1: padding,

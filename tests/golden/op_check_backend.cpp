@@ -306,6 +306,15 @@ void OpCheckBackend::topk_visible(const Tensor& scores, const Tensor& positions,
          {&out}, {&hout});
 }
 
+void OpCheckBackend::candidate_mask(const Tensor& scores, const Tensor& positions, int ratio, int block,
+                                    int top_blocks, Tensor& out) {
+  Tensor hout = host(out);
+  ref_.candidate_mask(host(scores), host(positions), ratio, block, top_blocks, hout);
+  snapshot();
+  dev_.candidate_mask(scores, positions, ratio, block, top_blocks, out);
+  record("candidate_mask " + shape_text(scores) + " block " + std::to_string(block), {&out}, {&hout});
+}
+
 void OpCheckBackend::compressor_update(const Tensor& kv, const Tensor& score, const Tensor& ape,
                                        const Tensor& positions, const Tensor& slots, ops::CompressorState& state,
                                        Tensor& out) {

@@ -67,6 +67,8 @@ class OpCheckBackend final : public ops::Backend {
                       const Tensor& weights, Tensor& out) override;
   void topk_visible(const Tensor& scores, const Tensor& positions, int ratio, int k, const Tensor& offsets,
                     Tensor& out) override;
+  void candidate_mask(const Tensor& scores, const Tensor& positions, int ratio, int block, int top_blocks,
+                      Tensor& out) override;
   void compressor_update(const Tensor& kv, const Tensor& score, const Tensor& ape, const Tensor& positions,
                          const Tensor& slots, ops::CompressorState& state, Tensor& out) override;
   void hc_pre(const Tensor& x, const ops::HcWeights& w, const ops::HcOptions& options, Tensor& y, Tensor& post,

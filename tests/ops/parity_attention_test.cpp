@@ -163,5 +163,26 @@ TEST(CudaParity, CompressorMatchesCpuAcrossBatchedChunkedCalls) {
   }
 }
 
+// Rows at random positions (some seeing nothing), ties from rounded scores, block counts below and
+// above the kept count: the same mask bit for bit.
+TEST(CudaParity, CandidateMaskMatchesCpu) {
+  DEEPINFER_REQUIRE_GPU();
+  for (std::int64_t n : {1, 37, 700, 5000})
+    for (int block : {1, 4, 8})
+      for (int top : {1, 4, 2048}) {
+        SCOPED_TRACE(testing::Message() << "n=" << n << " block " << block << " top " << top);
+        const std::int64_t t = 7;
+        Tensor scores = random_tensor({t, n}, 71, 3.0f);
+        for (std::int64_t i = 0; i < scores.numel(); ++i)
+          scores.data<float>()[i] = std::round(scores.data<float>()[i] * 2.0f) / 2.0f;
+        const Tensor pos = random_i32({t}, 72, -1, static_cast<std::int32_t>(2 * n + 4));
+        Tensor want = Tensor::empty({t, n}, DType::kF32);
+        backend().candidate_mask(scores, pos, 2, block, top, want);
+        Tensor got = poisoned({t, n}, DType::kF32);
+        gpu().candidate_mask(to_gpu(scores), to_gpu(pos), 2, block, top, got);
+        expect_parity_masked(got, want, 0.0);
+      }
+}
+
 }  // namespace
 }  // namespace deepinfer::ops::test

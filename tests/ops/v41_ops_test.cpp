@@ -93,5 +93,30 @@ TEST(TopkVisible, NeverPicksMaskedMinusInfEntries) {
   EXPECT_EQ(std::vector<std::int32_t>(o, o + 4), (std::vector<std::int32_t>{10, 15, 13, -1}));
 }
 
+// Blocks of 3 entries, ratio 2, 2 blocks kept. Row 0 at position 15 sees 8 entries: blocks {0,1,2}
+// score 0.9, 0.7, newest block 2 forced in -> blocks 2 and 0. Row 1 at position 1 sees entry 0 only
+// (block 0, forced). Row 2 at position 0 sees nothing: all -inf. Ties go to the lower block.
+TEST(CandidateMask, KeepsTheBestBlocksAndTheNewestBlockOfVisibleEntries) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> row0 = {0.1f, 0.9f, 0.2f, 0.7f, 0.0f, 0.3f, -5.0f, -6.0f, 99.0f, 1.0f};  // 8, 9 invisible
+  std::vector<float> all = row0;
+  for (int r = 1; r < 3; ++r) all.insert(all.end(), row0.begin(), row0.end());
+  const Tensor scores = Tensor::from_f32(Shape{3, 10}, all);
+  Tensor out = Tensor::empty(Shape{3, 10}, DType::kF32);
+  backend().candidate_mask(scores, test::i32_tensor(Shape{3}, {15, 1, 0}), 2, 3, 2, out);
+  const float* o = out.data<float>();
+  const std::vector<float> want0 = {0, 0, 0, -inf, -inf, -inf, 0, 0, 0, -inf};
+  const std::vector<float> want1 = {0, 0, 0, -inf, -inf, -inf, -inf, -inf, -inf, -inf};
+  EXPECT_EQ(std::vector<float>(o, o + 10), want0);
+  EXPECT_EQ(std::vector<float>(o + 10, o + 20), want1);
+  EXPECT_EQ(std::vector<float>(o + 20, o + 30), std::vector<float>(10, -inf));
+  // Equal block maxima: the lower block wins the last place.
+  const Tensor tied = Tensor::from_f32(Shape{1, 9}, std::vector<float>{0.5f, 0, 0, 0.5f, 0, 0, 0, 0, 0.1f});
+  Tensor out2 = Tensor::empty(Shape{1, 9}, DType::kF32);
+  backend().candidate_mask(tied, test::i32_tensor(Shape{1}, {8}), 1, 3, 2, out2);
+  const float* o2 = out2.data<float>();
+  EXPECT_EQ(std::vector<float>(o2, o2 + 9), (std::vector<float>{0, 0, 0, -inf, -inf, -inf, 0, 0, 0}));
+}
+
 }  // namespace
 }  // namespace deepinfer::ops

@@ -99,6 +99,65 @@ void StepMetaBuilder::window_lists(const StepRows& step, const StepMeta& m, std:
   }
 }
 
+void StepMetaBuilder::add_ratio(const StepRows& step, Pending& p, int ratio, std::int64_t entries) {
+  StepMeta& m = p.meta;
+  const std::int64_t t_rows = m.rows, window = config_.sliding_window;
+  const int ri = static_cast<int>(m.ratios.size());
+  RatioMeta rm;
+  rm.ratio = ratio;
+  rm.entries = entries;
+  rm.page_rows = arena_.page_tokens() / ratio;
+  rm.topk_width = std::min<std::int64_t>(config_.index_topk, entries);
+  m.ratios.push_back(rm);
+  const std::int64_t seg_rows = m.max_pages * rm.page_rows;   // store rows per segment
+  const std::int64_t compressed_base = m.segments * window + t_rows;  // first virtual compressed row
+  const std::size_t gp = put(p, {ri, nullptr, &RatioMeta::group_pos, 0, Shape{t_rows}}, 0);
+  const std::size_t sr = put(p, {ri, nullptr, &RatioMeta::store_rows, 0, Shape{t_rows}}, -1);
+  const std::size_t kb = put(p, {ri, nullptr, &RatioMeta::key_base, 0, Shape{t_rows}}, 0);
+  const std::size_t nk = put(p, {ri, nullptr, &RatioMeta::num_keys, 0, Shape{t_rows}}, 0);
+  const std::size_t of = put(p, {ri, nullptr, &RatioMeta::offsets, 0, Shape{t_rows}}, 0);
+  for (std::size_t i = 0; i < step.segments.size(); ++i) {
+    const Segment& seg = step.segments[i];
+    DI_CHECK(static_cast<std::int64_t>(seg.state->pages.size()) * arena_.page_tokens() >= seg.start_pos + seg.count,
+             "forward: a sequence needs pages for {} tokens, its {} pages of {} tokens hold {}",
+             seg.start_pos + seg.count, seg.state->pages.size(), arena_.page_tokens(),
+             static_cast<std::int64_t>(seg.state->pages.size()) * arena_.page_tokens());
+    const std::int64_t seg_base = static_cast<std::int64_t>(i) * seg_rows;
+    for (std::int64_t r = 0; r < seg.count; ++r) {
+      const auto t = static_cast<std::size_t>(seg.offset + r);
+      const std::int64_t p_abs = seg.start_pos + r;
+      if ((p_abs + 1) % ratio == 0) {
+        host_[gp + t] = static_cast<std::int32_t>(p_abs + 1 - ratio);
+        host_[sr + t] = static_cast<std::int32_t>(seg_base + (p_abs + 1) / ratio - 1);
+      }
+      host_[kb + t] = static_cast<std::int32_t>(seg_base);
+      host_[nk + t] = static_cast<std::int32_t>(std::min(entries, (p_abs + 1) / ratio));
+      host_[of + t] = static_cast<std::int32_t>(compressed_base + seg_base);
+    }
+  }
+  const ListUse use = list_use(config_, ratio);
+  if (use.topk) {
+    const std::int64_t width = window + rm.topk_width;
+    const std::size_t list = put(p, {ri, nullptr, &RatioMeta::topk_list, 0, Shape{t_rows, width}}, -1);
+    window_lists(step, m, host_.data() + list, width);
+  }
+  if (use.all) {
+    const std::int64_t width = window + entries;
+    const std::size_t list_off = put(p, {ri, nullptr, &RatioMeta::all_list, 0, Shape{t_rows, width}}, -1);
+    std::int32_t* list = host_.data() + list_off;  // after put(): it may move the buffer
+    window_lists(step, m, list, width);
+    for (std::size_t i = 0; i < step.segments.size(); ++i) {
+      const Segment& seg = step.segments[i];
+      for (std::int64_t r = 0; r < seg.count; ++r) {
+        const std::int64_t visible = std::min(entries, (seg.start_pos + r + 1) / ratio);
+        std::int32_t* row = list + (seg.offset + r) * width + window;
+        const std::int64_t base = compressed_base + static_cast<std::int64_t>(i) * seg_rows;
+        for (std::int64_t e = 0; e < visible; ++e) row[e] = static_cast<std::int32_t>(base + e);
+      }
+    }
+  }
+}
+
 void StepMetaBuilder::add(const StepRows& step, const StepShape& shape) {
   DI_CHECK(shape.rows >= static_cast<std::int64_t>(step.ids.size()) &&
                shape.segments >= static_cast<std::int64_t>(step.segments.size()),
@@ -139,68 +198,19 @@ void StepMetaBuilder::add(const StepRows& step, const StepShape& shape) {
     window_lists(step, m, host_.data() + list, window);
   }
 
-  for (const auto& [ratio, entries] : shape.entries) {
-    const int ri = static_cast<int>(m.ratios.size());
-    RatioMeta rm;
-    rm.ratio = ratio;
-    rm.entries = entries;
-    rm.page_rows = arena_.page_tokens() / ratio;
-    rm.topk_width = std::min<std::int64_t>(config_.index_topk, entries);
-    m.ratios.push_back(rm);
-    const std::int64_t seg_rows = m.max_pages * rm.page_rows;   // store rows per segment
-    const std::int64_t compressed_base = m.segments * window + t_rows;  // first virtual compressed row
-    const std::size_t gp = put(p, {ri, nullptr, &RatioMeta::group_pos, 0, Shape{t_rows}}, 0);
-    const std::size_t sr = put(p, {ri, nullptr, &RatioMeta::store_rows, 0, Shape{t_rows}}, -1);
-    const std::size_t kb = put(p, {ri, nullptr, &RatioMeta::key_base, 0, Shape{t_rows}}, 0);
-    const std::size_t nk = put(p, {ri, nullptr, &RatioMeta::num_keys, 0, Shape{t_rows}}, 0);
-    const std::size_t of = put(p, {ri, nullptr, &RatioMeta::offsets, 0, Shape{t_rows}}, 0);
-    for (std::size_t i = 0; i < step.segments.size(); ++i) {
-      const Segment& seg = step.segments[i];
-      DI_CHECK(static_cast<std::int64_t>(seg.state->pages.size()) * arena_.page_tokens() >= seg.start_pos + seg.count,
-               "forward: a sequence needs pages for {} tokens, its {} pages of {} tokens hold {}",
-               seg.start_pos + seg.count, seg.state->pages.size(), arena_.page_tokens(),
-               static_cast<std::int64_t>(seg.state->pages.size()) * arena_.page_tokens());
-      const std::int64_t seg_base = static_cast<std::int64_t>(i) * seg_rows;
-      for (std::int64_t r = 0; r < seg.count; ++r) {
-        const auto t = static_cast<std::size_t>(seg.offset + r);
-        const std::int64_t p_abs = seg.start_pos + r;
-        if ((p_abs + 1) % ratio == 0) {
-          host_[gp + t] = static_cast<std::int32_t>(p_abs + 1 - ratio);
-          host_[sr + t] = static_cast<std::int32_t>(seg_base + (p_abs + 1) / ratio - 1);
-        }
-        host_[kb + t] = static_cast<std::int32_t>(seg_base);
-        host_[nk + t] = static_cast<std::int32_t>(std::min(entries, (p_abs + 1) / ratio));
-        host_[of + t] = static_cast<std::int32_t>(compressed_base + seg_base);
-      }
-    }
-    const ListUse use = list_use(config_, ratio);
-    if (use.topk) {
-      const std::int64_t width = window + rm.topk_width;
-      const std::size_t list = put(p, {ri, nullptr, &RatioMeta::topk_list, 0, Shape{t_rows, width}}, -1);
-      window_lists(step, m, host_.data() + list, width);
-    }
-    if (use.all) {
-      const std::int64_t width = window + entries;
-      const std::size_t list_off = put(p, {ri, nullptr, &RatioMeta::all_list, 0, Shape{t_rows, width}}, -1);
-      std::int32_t* list = host_.data() + list_off;  // after put(): it may move the buffer
-      window_lists(step, m, list, width);
-      for (std::size_t i = 0; i < step.segments.size(); ++i) {
-        const Segment& seg = step.segments[i];
-        for (std::int64_t r = 0; r < seg.count; ++r) {
-          const std::int64_t visible = std::min(entries, (seg.start_pos + r + 1) / ratio);
-          std::int32_t* row = list + (seg.offset + r) * width + window;
-          const std::int64_t base = compressed_base + static_cast<std::int64_t>(i) * seg_rows;
-          for (std::int64_t e = 0; e < visible; ++e) row[e] = static_cast<std::int32_t>(base + e);
-        }
-      }
-    }
-  }
+  for (const auto& [ratio, entries] : shape.entries) add_ratio(step, p, ratio, entries);
   // Last, so every field a captured decode step reads keeps its offset whatever the logit count.
   const std::size_t logit =
       put(p, {-1, &StepMeta::logit_rows, nullptr, 0, Shape{static_cast<std::int64_t>(step.logit_rows.size())}}, 0);
   std::copy(step.logit_rows.begin(), step.logit_rows.end(), host_.begin() + static_cast<std::ptrdiff_t>(logit));
   const std::size_t extra = put(p, {-1, &StepMeta::extra, nullptr, 0, Shape{static_cast<std::int64_t>(step.extra.size())}}, 0);
   std::copy(step.extra.begin(), step.extra.end(), host_.begin() + static_cast<std::ptrdiff_t>(extra));
+  if (step.one_hot > 0) {
+    const std::size_t one_hot =
+        put(p, {-1, &StepMeta::one_hot, nullptr, 0, Shape{m.rows, step.one_hot}, DType::kF32}, 0);  // 0 = +0.0f
+    for (std::int64_t t = 0; t < m.rows; ++t)
+      host_[one_hot + static_cast<std::size_t>(t * step.one_hot)] = std::bit_cast<std::int32_t>(1.0f);
+  }
   pending_.push_back(std::move(p));
 }
 
@@ -224,6 +234,7 @@ std::vector<StepMeta> StepMetaBuilder::upload(MetaStaging& staging) {
   for (Pending& p : pending_) {
     for (const View& v : p.views) {
       Tensor t = device.narrow(0, static_cast<std::int64_t>(v.offset), v.shape.numel()).reshape(v.shape);
+      if (v.dtype != DType::kI32) t = Tensor::view_of(t.raw_data(), v.shape, v.dtype, nullptr, t.device());
       if (v.ratio >= 0) p.meta.ratios[static_cast<std::size_t>(v.ratio)].*(v.ratio_field) = t;
       else p.meta.*(v.step_field) = t;
     }

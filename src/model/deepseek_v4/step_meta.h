@@ -65,6 +65,7 @@ struct StepMeta {
   Tensor window_list;  // i32 [T, W] (ratio-0 layers)
   Tensor logit_rows;   // i32 [R]
   Tensor extra;        // i32 caller rows (V4.1 replay: full-step row of each tail row)
+  Tensor one_hot;      // f32 [T, StepRows::one_hot] (when asked for)
   std::vector<RatioMeta> ratios;
 
   const RatioMeta& ratio(int r) const;
@@ -87,6 +88,8 @@ struct StepRows {
   std::span<const std::int32_t> ids, positions;  // real rows (padding follows)
   std::span<const std::int32_t> logit_rows;
   std::span<const std::int32_t> extra;
+  // > 0: also lay out one-hot f32 rows [T, one_hot] (1 in column 0; V4.1's first lagged collapse).
+  std::int64_t one_hot = 0;
 };
 
 // The smallest bucket (1, 2, 4, ..., 256, then multiples of 256) holding n.
@@ -125,6 +128,7 @@ class StepMetaBuilder {
     Tensor RatioMeta::*ratio_field = nullptr;
     std::size_t offset = 0;
     Shape shape;
+    DType dtype = DType::kI32;  // f32 fields hold their bit patterns
   };
   struct Pending {
     StepMeta meta;  // shapes filled; tensors assigned at upload
@@ -133,6 +137,8 @@ class StepMetaBuilder {
   // Appends a field filled with `fill`; returns its offset in the host buffer.
   std::size_t put(Pending& p, View view, std::int32_t fill);
   void window_lists(const StepRows& step, const StepMeta& m, std::int32_t* out, std::int64_t width) const;
+  // The rows, counts and index lists of one compression ratio.
+  void add_ratio(const StepRows& step, Pending& p, int ratio, std::int64_t entries);
 
   const io::ModelConfig& config_;
   const StateArena& arena_;

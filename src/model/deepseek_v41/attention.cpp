@@ -4,10 +4,7 @@
 // index-K cache (P18 decided as HF/vLLM do) and publishes its top-k, the candidate source also
 // publishes its block mask, Reindex layers score only inside it, Reuse layers take the nearest
 // index source's list unchanged. Each op runs once for the whole batch (step metadata: step_meta.h).
-#include <algorithm>
 #include <cmath>
-#include <limits>
-#include <numeric>
 
 #include "common/error.h"
 #include "model/deepseek_v41/csa2.h"
@@ -49,44 +46,13 @@ void feed_source(ForwardContext& cx, const io::LayerSpec& spec, const SourceWeig
   v4::store_compressed(cx, step, latent, ratio, false, v4::store_pool(step, arena.kv_store(spec.index)));
 }
 
-// The candidate source's block mask from its (unrestricted) scores, MODEL_SPEC B4.4: per row,
-// blocks of candidate_block_size visible entries scored by their max, the newest visible entry's
-// block forced in, the top candidate_topk_blocks blocks with a finite score kept. Computed on the
-// host (the step's one device -> host read before the logits).
-Tensor candidate_bias(ForwardContext& cx, const Tensor& scores, std::span<const std::int32_t> positions, int ratio) {
-  const std::int64_t rows = scores.dim(0), entries = scores.dim(1);
-  Tensor host = Tensor::empty(scores.shape(), DType::kF32);
-  cx.backend.copy(scores, host);
-  const std::int64_t block = cx.config.candidate_block_size;
-  const std::int64_t blocks = (entries + block - 1) / block;
-  constexpr float kInf = std::numeric_limits<float>::infinity();
-  Tensor bias = Tensor::empty(scores.shape(), DType::kF32);
-  std::vector<float> best(static_cast<std::size_t>(blocks));
-  std::vector<std::int64_t> order(static_cast<std::size_t>(blocks));
-  for (std::int64_t t = 0; t < rows; ++t) {
-    const float* row = host.data<float>() + t * entries;
-    float* out = bias.data<float>() + t * entries;
-    const std::int32_t pos = t < static_cast<std::int64_t>(positions.size()) ? positions[static_cast<std::size_t>(t)] : -1;
-    const std::int64_t visible = std::clamp<std::int64_t>((pos + 1) / ratio, 0, entries);
-    std::fill(best.begin(), best.end(), -kInf);
-    for (std::int64_t s = 0; s < visible; ++s) best[static_cast<std::size_t>(s / block)] = std::max(best[static_cast<std::size_t>(s / block)], row[s]);
-    if (visible > 0) best[static_cast<std::size_t>((visible - 1) / block)] = kInf;  // partly filled: always kept
-    std::iota(order.begin(), order.end(), 0);
-    const std::int64_t take = std::min<std::int64_t>(cx.config.candidate_topk_blocks, blocks);
-    std::partial_sort(order.begin(), order.begin() + take, order.end(), [&](std::int64_t a, std::int64_t b) {
-      return best[static_cast<std::size_t>(a)] > best[static_cast<std::size_t>(b)] ||
-             (best[static_cast<std::size_t>(a)] == best[static_cast<std::size_t>(b)] && a < b);
-    });
-    std::fill(out, out + entries, -kInf);
-    for (std::int64_t i = 0; i < take; ++i) {
-      const std::int64_t b = order[static_cast<std::size_t>(i)];
-      if (best[static_cast<std::size_t>(b)] == -kInf) continue;
-      std::fill(out + b * block, out + std::min(entries, (b + 1) * block), 0.0f);
-    }
-  }
-  Tensor dev = cx.step_ws.alloc(scores.shape(), DType::kF32);
-  cx.backend.copy(bias, dev);
-  return dev;
+// The candidate source's block mask from its (unrestricted) scores, MODEL_SPEC B4.4 (step lifetime:
+// the Reindex layers after it read it).
+Tensor candidate_bias(ForwardContext& cx, const Step& step, const Tensor& scores, int ratio) {
+  Tensor bias = cx.step_ws.alloc(scores.shape(), DType::kF32);
+  cx.backend.candidate_mask(scores, step.positions, ratio, cx.config.candidate_block_size,
+                            cx.config.candidate_topk_blocks, bias);
+  return bias;
 }
 
 // Reindex layers score only inside the candidate blocks: the mask in this step's row layout.
@@ -118,7 +84,7 @@ Tensor select_entries(ForwardContext& cx, const io::LayerSpec& spec, const Proje
   Tensor scores = cx.alloc(Shape{step.tokens, rm.entries}, DType::kF32);
   cx.backend.indexer_scores(pr.iq.q, step.meta->store_view(keys), rm.key_base, rm.num_keys, pr.iq.weights, scores);
   if (spec.candidate_source) {
-    shared.candidate_bias = candidate_bias(cx, scores, tail ? shared.tail_positions : shared.positions, ratio);
+    shared.candidate_bias = candidate_bias(cx, step, scores, ratio);
     shared.candidate_from_tail = tail;
   } else if (cx.config.candidate_source_layer_id >= 0 && spec.index > cx.config.candidate_source_layer_id) {
     apply_candidates(cx, step, tail, shared, scores);

@@ -21,8 +21,6 @@ struct Csa2Shared {
   // replayed tail's row layout when the candidate source ran on it.
   Tensor candidate_bias;
   bool candidate_from_tail = false;
-  // Host positions of the step and of its replayed tail (candidate masks are built on the host).
-  std::span<const std::int32_t> positions, tail_positions;
   // Bounded replay: the tail step the late layers run (null: no truncation this step), the layer
   // after which it starts, and the split layer's list laid out for the tail.
   const v4::Step* tail = nullptr;

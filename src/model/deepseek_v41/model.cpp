@@ -60,15 +60,6 @@ int check_replay(const io::ModelConfig& c, const ReplayOptions& r) {
   return split;
 }
 
-// Appends the one-hot pre weights of copy 0 (layer 0's lagged collapse; all copies are equal).
-Tensor first_pre(ForwardContext& cx, std::int64_t tokens, std::int64_t n) {
-  std::vector<float> host(static_cast<std::size_t>(tokens * n), 0.0f);
-  for (std::int64_t t = 0; t < tokens; ++t) host[static_cast<std::size_t>(t * n)] = 1.0f;
-  Tensor dev = cx.step_ws.alloc(Shape{tokens, n}, DType::kF32);
-  cx.backend.copy(Tensor::from_f32(Shape{tokens, n}, host), dev);
-  return dev;
-}
-
 // The streams of one step and the lagged pre weights that collapse the next sub-layer's input.
 struct Streams {
   Tensor stream, mid;  // [T, n, D]
@@ -197,7 +188,8 @@ void Model::forward(std::span<const Chunk> chunks, Tensor& logits) {
   std::vector<std::int32_t> tail_logits;
   step_ws_.reset();
   v4::StepMetaBuilder builder(config_, *plan.arena);
-  const v4::StepRows full_rows = v4::step_rows(plan);
+  v4::StepRows full_rows = v4::step_rows(plan);
+  full_rows.one_hot = config_.hc_mult;  // the pre weights of layer 0's lagged collapse
   const v4::StepShape shape = builder.shape_of(full_rows, false);
   builder.add(full_rows, shape);
   if (split) {
@@ -212,18 +204,18 @@ void Model::forward(std::span<const Chunk> chunks, Tensor& logits) {
   v4::begin_step(cx, step, metas.front());
   Csa2Shared shared(config_.layers.size());
   shared.split_layer = last_kv_source_;
-  shared.positions = plan.positions;
   if (split) {
     tail.step.meta = &metas[1];
     tail.step.ids = metas[1].ids;
     tail.step.positions = metas[1].positions;
     shared.tail = &tail.step;
-    shared.tail_positions = tail.positions;
   }
 
   const std::int64_t n = config_.hc_mult, dim = config_.hidden_size;
+  // Layer 0 collapses with copy 0's one-hot pre weights: rows of the step metadata (hc_mix then
+  // overwrites them with each site's pre weights).
   Streams s{step_ws_.alloc(Shape{step.tokens, n, dim}, numerics_.act),
-            step_ws_.alloc(Shape{step.tokens, n, dim}, numerics_.act), first_pre(cx, step.tokens, n)};
+            step_ws_.alloc(Shape{step.tokens, n, dim}, numerics_.act), metas.front().one_hot};
   backend_.embedding(step.ids, weights_.embed, s.stream);
   const auto& engram_ids = config_.engram.layer_ids;
   for (int layer = 0; layer < config_.num_layers; ++layer) {

@@ -1,5 +1,5 @@
 // CPU sparse attention with sinks (the reference kernel's online softmax over index blocks) and
-// the lightning indexer's scores and visibility-masked top-k.
+// the lightning indexer's scores and visibility-masked top-k, and V4.1's candidate-block mask.
 #include <omp.h>
 
 #include <algorithm>
@@ -248,6 +248,46 @@ void CpuBackend::topk_visible(const Tensor& scores, const Tensor& positions, int
     std::partial_sort(order.begin(), order.begin() + take, order.end(), better);
     std::int32_t* dst = o + t * out.stride(0);
     for (std::int64_t j = 0; j < k; ++j) dst[j] = j < take ? order[static_cast<std::size_t>(j)] + off[t] : -1;
+  }
+}
+
+void CpuBackend::candidate_mask(const Tensor& scores, const Tensor& positions, int ratio, int block, int top_blocks,
+                                Tensor& out) {
+  DI_CHECK(scores.dtype() == DType::kF32 && scores.ndim() == 2 && scores.is_contiguous() && out.shape() == scores.shape() &&
+               out.dtype() == DType::kF32 && out.is_contiguous(),
+           "candidate_mask: scores {} / out {} must be equal contiguous f32 [T, n]", scores.shape(), out.shape());
+  const std::int64_t rows = scores.dim(0), n = scores.dim(1);
+  DI_CHECK(positions.dtype() == DType::kI32 && positions.numel() == rows, "candidate_mask: {} positions for {} rows",
+           positions.numel(), rows);
+  DI_CHECK(ratio > 0 && block > 0 && top_blocks > 0, "candidate_mask: ratio {} / block {} / top_blocks {}", ratio, block,
+           top_blocks);
+  const std::int64_t blocks = (n + block - 1) / block;
+  const std::int64_t take = std::min<std::int64_t>(top_blocks, blocks);
+  const std::int32_t* pos = positions.data<std::int32_t>();
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+#pragma omp parallel for schedule(static) if (worth_threads(rows * n))
+  for (std::int64_t t = 0; t < rows; ++t) {
+    const float* row = scores.data<float>() + t * n;
+    float* dst = out.data<float>() + t * n;
+    const std::int64_t visible = std::clamp<std::int64_t>((static_cast<std::int64_t>(pos[t]) + 1) / ratio, 0, n);
+    thread_local std::vector<float> best;
+    thread_local std::vector<std::int64_t> order;
+    best.assign(static_cast<std::size_t>(blocks), -kInf);
+    for (std::int64_t s = 0; s < visible; ++s)
+      best[static_cast<std::size_t>(s / block)] = std::max(best[static_cast<std::size_t>(s / block)], row[s]);
+    if (visible > 0) best[static_cast<std::size_t>((visible - 1) / block)] = kInf;  // partly filled: always kept
+    order.resize(static_cast<std::size_t>(blocks));
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + take, order.end(), [&](std::int64_t a, std::int64_t b) {
+      const float x = best[static_cast<std::size_t>(a)], y = best[static_cast<std::size_t>(b)];
+      return x > y || (x == y && a < b);
+    });
+    std::fill(dst, dst + n, -kInf);
+    for (std::int64_t i = 0; i < take; ++i) {
+      const std::int64_t b = order[static_cast<std::size_t>(i)];
+      if (best[static_cast<std::size_t>(b)] == -kInf) continue;
+      std::fill(dst + b * block, dst + std::min(n, (b + 1) * block), 0.0f);
+    }
   }
 }
 

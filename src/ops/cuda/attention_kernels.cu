@@ -373,6 +373,39 @@ __global__ void __launch_bounds__(kTopkThreads) topk_visible_kernel(TopkArgs a) 
   }
 }
 
+// One block per row: each block's max over its visible entries (-inf where none; +inf for the
+// newest visible entry's block), and the inputs that let the top-k kernel rank all blocks.
+__global__ void candidate_block_max_kernel(CandidateArgs a) {
+  const std::int64_t t = blockIdx.x;
+  const std::int64_t pos1 = static_cast<std::int64_t>(a.positions[t]) + 1;
+  const std::int64_t visible = pos1 <= 0 ? 0 : min(a.n, pos1 / a.ratio);
+  const float* row = a.scores + t * a.n;
+  for (std::int64_t b = threadIdx.x; b < a.blocks; b += blockDim.x) {
+    float m = -INFINITY;
+    const std::int64_t end = min(visible, (b + 1) * a.block);
+    for (std::int64_t s = b * a.block; s < end; ++s) m = fmaxf(m, row[s]);
+    if (visible > 0 && b == (visible - 1) / a.block) m = INFINITY;  // partly filled: always kept
+    a.best[t * a.blocks + b] = m;
+  }
+  if (threadIdx.x == 0) {
+    a.all_visible[t] = static_cast<std::int32_t>(a.blocks - 1);
+    a.zeros[t] = 0;
+  }
+}
+
+// One block per row: -inf everywhere, then 0 over the entries of each kept block.
+__global__ void candidate_fill_kernel(CandidateArgs a) {
+  const std::int64_t t = blockIdx.x;
+  float* out = a.out + t * a.n;
+  for (std::int64_t s = threadIdx.x; s < a.n; s += blockDim.x) out[s] = -INFINITY;
+  __syncthreads();
+  for (std::int64_t i = threadIdx.x; i < static_cast<std::int64_t>(a.take) * a.block; i += blockDim.x) {
+    const std::int32_t b = a.picked[t * a.take + i / a.block];
+    const std::int64_t s = static_cast<std::int64_t>(b) * a.block + i % a.block;
+    if (b >= 0 && s < a.n) out[s] = 0.0f;
+  }
+}
+
 }  // namespace
 
 std::size_t attention_smem_bytes(int heads_per_cta, int d, int block) {
@@ -402,6 +435,25 @@ void launch_indexer_scores(const IndexerArgs& args, std::int64_t tokens, cudaStr
   cudaFuncSetAttribute(indexer_scores_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   const dim3 grid(static_cast<unsigned>((args.width + 63) / 64), static_cast<unsigned>(tokens));
   indexer_scores_kernel<<<grid, 256, smem, stream>>>(args);
+}
+
+void launch_candidate_mask(const CandidateArgs& args, std::int64_t rows, cudaStream_t stream) {
+  if (rows == 0 || args.n == 0) return;
+  candidate_block_max_kernel<<<static_cast<unsigned>(rows), 256, 0, stream>>>(args);
+  TopkArgs k;
+  k.scores = args.best;
+  k.score_stride = args.blocks;
+  k.n = args.blocks;
+  k.positions = args.all_visible;
+  k.ratio = 1;
+  k.k = args.take;
+  k.offsets = args.zeros;
+  k.pow2 = 1;
+  while (k.pow2 < args.take) k.pow2 *= 2;
+  k.out = args.picked;
+  k.out_stride = args.take;
+  launch_topk_visible(k, rows, stream);
+  candidate_fill_kernel<<<static_cast<unsigned>(rows), 256, 0, stream>>>(args);
 }
 
 void launch_topk_visible(const TopkArgs& args, std::int64_t rows, cudaStream_t stream) {

@@ -145,6 +145,42 @@ void CudaBackend::topk_visible(const Tensor& scores, const Tensor& positions, in
   DI_CUDA_CHECK_LAUNCH("topk_visible");
 }
 
+void CudaBackend::candidate_mask(const Tensor& scores, const Tensor& positions, int ratio, int block, int top_blocks,
+                                 Tensor& out) {
+  DI_CHECK(scores.dtype() == DType::kF32 && scores.ndim() == 2 && scores.is_contiguous() && out.shape() == scores.shape() &&
+               out.dtype() == DType::kF32 && out.is_contiguous(),
+           "candidate_mask: scores {} / out {} must be equal contiguous f32 [T, n]", scores.shape(), out.shape());
+  DI_CHECK(ratio > 0 && block > 0 && top_blocks > 0, "candidate_mask: ratio {} / block {} / top_blocks {}", ratio, block,
+           top_blocks);
+  check_on_device(scores, "candidate_mask scores");
+  check_on_device(out, "candidate_mask out");
+  const std::int64_t rows = scores.dim(0);
+  CandidateArgs a;
+  a.scores = scores.data<float>();
+  a.out = out.data<float>();
+  a.positions = i32_of(positions, rows, "candidate_mask positions");
+  a.n = scores.dim(1);
+  a.ratio = ratio;
+  a.block = block;
+  a.blocks = ceil_div(a.n, block);
+  a.take = static_cast<int>(std::min<std::int64_t>(top_blocks, a.blocks));
+  DI_CHECK(a.take <= 16384, "candidate_mask: {} blocks kept per row (at most 16384)", a.take);
+  if (rows == 0 || a.n == 0) return;
+  ScratchLayout layout;
+  const std::size_t best = layout.add(static_cast<std::size_t>(rows * a.blocks) * sizeof(float));
+  const std::size_t all_visible = layout.add(static_cast<std::size_t>(rows) * sizeof(std::int32_t));
+  const std::size_t zeros = layout.add(static_cast<std::size_t>(rows) * sizeof(std::int32_t));
+  const std::size_t picked = layout.add(static_cast<std::size_t>(rows * a.take) * sizeof(std::int32_t));
+  activate();
+  std::uint8_t* base = scratch(layout.total(), "candidate_mask");
+  a.best = reinterpret_cast<float*>(base + best);
+  a.all_visible = reinterpret_cast<std::int32_t*>(base + all_visible);
+  a.zeros = reinterpret_cast<std::int32_t*>(base + zeros);
+  a.picked = reinterpret_cast<std::int32_t*>(base + picked);
+  launch_candidate_mask(a, rows, stream_);
+  DI_CUDA_CHECK_LAUNCH("candidate_mask");
+}
+
 void CudaBackend::compressor_update(const Tensor& kv, const Tensor& score, const Tensor& ape, const Tensor& positions,
                                     const Tensor& slots, CompressorState& state, Tensor& out) {
   const int ratio = state.ratio;

@@ -74,6 +74,8 @@ class CudaBackend final : public Backend, public GraphBackend {
   void topk_visible(const Tensor& scores, const Tensor& positions, int ratio, int k, const Tensor& offsets,
                     Tensor& out) override;
 
+  void candidate_mask(const Tensor& scores, const Tensor& positions, int ratio, int block, int top_blocks,
+                      Tensor& out) override;
   void compressor_update(const Tensor& kv, const Tensor& score, const Tensor& ape, const Tensor& positions,
                          const Tensor& slots, CompressorState& state, Tensor& out) override;
 

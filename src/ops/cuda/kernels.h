@@ -184,6 +184,23 @@ struct TopkArgs {
   std::int64_t out_stride = 0;
 };
 
+// V4.1 candidate mask: per-row block maxima (scratch), their top-k (launch_topk_visible), the mask.
+struct CandidateArgs {
+  const float* scores = nullptr;  // [T, n]
+  float* out = nullptr;           // [T, n]
+  const std::int32_t* positions = nullptr;
+  std::int64_t n = 0;
+  int ratio = 1;
+  int block = 1;
+  std::int64_t blocks = 0;
+  int take = 0;                    // blocks kept per row
+  float* best = nullptr;           // scratch [T, blocks]
+  std::int32_t* all_visible = nullptr;  // scratch [T]: blocks - 1 (every block passes top-k's visibility)
+  std::int32_t* zeros = nullptr;        // scratch [T]
+  std::int32_t* picked = nullptr;       // scratch [T, take]
+};
+void launch_candidate_mask(const CandidateArgs& args, std::int64_t rows, cudaStream_t stream);
+
 std::size_t attention_smem_bytes(int heads_per_cta, int d, int block);
 std::size_t indexer_smem_bytes(int heads, int d);
 void launch_sparse_attention(const AttentionArgs& args, std::int64_t tokens, cudaStream_t stream);
