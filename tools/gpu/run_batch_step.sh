@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One command for the GPU machine checking the batched, graph-ready forward step: builds once, then
-# (1) op parity of the batched ops (indexer scores, top-k, compressor, row scatters), (2) the whole
+# (1) op parity of the batched ops (indexer scores, top-k, compressor, candidate mask, row scatters), (2) the whole
 # model against HF and the CPU (cuda_golden_test, incl. graph replay == eager launches), (3) the V4
 # model bench (eager and graph-replayed decode steps). Logs in $OUT (build.log, parity.log,
 # golden.log, bench.md). usage (device, repo root, .deps carried):
@@ -19,7 +19,7 @@ fi
 echo "build: $(( $(date +%s) - start )) s"
 export LD_LIBRARY_PATH="$PWD/.deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
 timeout 60 build/gpu/tests/ops/ops_cuda_parity_test \
-  --gtest_filter='*Indexer*:*Topk*:*Compressor*:*Rows*:*Scatter*' >"$out/parity.log" 2>&1
+  --gtest_filter='*Indexer*:*Topk*:*Compressor*:*Candidate*:*Rows*:*Scatter*' >"$out/parity.log" 2>&1
 echo "parity: exit status $?"
 grep -E "^\[  (FAILED|PASSED) |Failure" "$out/parity.log" | head -20
 start=$(date +%s)
