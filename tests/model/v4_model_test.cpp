@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "model/deepseek_v4/model.h"
+#include "model/deepseek_v4/step_meta.h"
 #include "model/tiny_v4.h"
 #include "ops/cpu/cpu_backend.h"
 
@@ -143,6 +144,97 @@ TEST(V4Model, BatchedDecodeWithPaddedBucketsAndArenaGrowthMatchesSequencesAlone)
       }
     }
   }
+}
+
+std::vector<std::int32_t> ints(const Tensor& t) {
+  return {t.data<std::int32_t>(), t.data<std::int32_t>() + t.numel()};
+}
+
+// The step metadata's addressing (step_meta.h) on a prefill chunk and a decode token of two
+// sequences: window 8, ratios 4 (CSA) and 8 (HCA), pages of 256 tokens.
+TEST(StepMeta, RowsListsAndPageTablesAddressEachSequencesOwnState) {
+  const io::ModelConfig config = test::tiny_config(test::TinySpec{});
+  auto arena = StateArena::growable(config, DType::kF32, backend());
+  ASSERT_EQ(arena->page_tokens(), 256);
+  auto a = new_sequence_state(arena), b = new_sequence_state(arena);
+  a->num_tokens = 6;
+  b->num_tokens = 300;
+  arena->ensure_pages(a->pages, 11);
+  arena->ensure_pages(b->pages, 301);
+  const std::vector<Segment> segs = {{a.get(), 0, 5, 6, 0}, {b.get(), 5, 1, 300, 0}};
+  const std::vector<std::int32_t> ids = {1, 2, 3, 4, 5, 6}, pos = {6, 7, 8, 9, 10, 300}, logit_rows = {4, 5};
+  StepMetaBuilder builder(config, *arena);
+  const StepRows rows{segs, ids, pos, logit_rows, {}};
+  const StepShape shape = builder.shape_of(rows, false);
+  EXPECT_EQ(shape.rows, 6);
+  EXPECT_EQ(shape.max_pages, 2);
+  builder.add(rows, shape);
+  MetaStaging staging(backend());
+  const StepMeta m = builder.upload(staging).front();
+  const std::int32_t sa = a->slot, sb = b->slot;
+  EXPECT_EQ(ints(m.slots), (std::vector<std::int32_t>{sa, sa, sa, sa, sa, sb}));
+  EXPECT_EQ(ints(m.ring_rows), (std::vector<std::int32_t>{sa * 8 + 6, sa * 8 + 7, sa * 8, sa * 8 + 1, sa * 8 + 2, sb * 8 + 4}));
+  EXPECT_EQ(ints(m.ring_table), (std::vector<std::int32_t>{sa, sb}));
+  EXPECT_EQ(ints(m.store_table), (std::vector<std::int32_t>{a->pages[0], 0, b->pages[0], b->pages[1]}));
+  // Window lists: ring rows of segment i at i·8 + p mod 8, this step's K=V rows from S·W = 16.
+  const auto w = ints(m.window_list);
+  EXPECT_EQ(std::vector<std::int32_t>(w.begin(), w.begin() + 8), (std::vector<std::int32_t>{0, 1, 2, 3, 4, 5, 16, -1}));
+  EXPECT_EQ(std::vector<std::int32_t>(w.begin() + 32, w.begin() + 40),
+            (std::vector<std::int32_t>{3, 4, 5, 16, 17, 18, 19, 20}));
+  EXPECT_EQ(std::vector<std::int32_t>(w.begin() + 40, w.end()), (std::vector<std::int32_t>{13, 14, 15, 8, 9, 10, 11, 21}));
+  // Ratio 4: 64 store rows per page, 128 per segment; compressed rows start at S·W + T = 22.
+  const RatioMeta& r4 = m.ratio(4);
+  EXPECT_EQ(ints(r4.store_rows), (std::vector<std::int32_t>{-1, 1, -1, -1, -1, -1}));  // position 7 ends group 1
+  EXPECT_EQ(ints(r4.group_pos)[1], 4);
+  EXPECT_EQ(ints(r4.key_base), (std::vector<std::int32_t>{0, 0, 0, 0, 0, 128}));
+  EXPECT_EQ(ints(r4.num_keys), (std::vector<std::int32_t>{1, 2, 2, 2, 2, 75}));
+  EXPECT_EQ(ints(r4.offsets), (std::vector<std::int32_t>{22, 22, 22, 22, 22, 150}));
+  EXPECT_EQ(r4.topk_width, 3);
+  // Ratio 8 (HCA): every visible entry, segment 1's from 22 + 64.
+  const RatioMeta& r8 = m.ratio(8);
+  const auto all = ints(r8.all_list);
+  const std::int64_t width = 8 + r8.entries;
+  ASSERT_EQ(r8.entries, 37);
+  for (std::int64_t e = 0; e < 37; ++e) EXPECT_EQ(all[static_cast<std::size_t>(5 * width + 8 + e)], 86 + e);
+  EXPECT_EQ(all[static_cast<std::size_t>(4 * width + 8)], 22);      // position 10 sees entry 0
+  EXPECT_EQ(all[static_cast<std::size_t>(4 * width + 9)], -1);
+  EXPECT_EQ(ints(m.logit_rows), logit_rows);
+}
+
+// Three decode tokens padded to bucket 4, pages to a power of two: the padding row writes nowhere
+// and sees nothing.
+TEST(StepMeta, BucketedDecodePadsRowsThatWriteNowhere) {
+  const io::ModelConfig config = test::tiny_config(test::TinySpec{});
+  auto arena = StateArena::growable(config, DType::kF32, backend());
+  std::vector<std::unique_ptr<SequenceState>> seqs;
+  std::vector<Segment> segs;
+  std::vector<std::int32_t> ids, pos;
+  for (int s = 0; s < 3; ++s) {
+    seqs.push_back(new_sequence_state(arena));
+    seqs.back()->num_tokens = 519 + s;  // 3 pages
+    arena->ensure_pages(seqs.back()->pages, 520 + s);
+    segs.push_back({seqs.back().get(), s, 1, 519 + s, 0});
+    ids.push_back(s);
+    pos.push_back(519 + s);
+  }
+  StepMetaBuilder builder(config, *arena);
+  const StepRows rows{segs, ids, pos, {}, {}};
+  const StepShape shape = builder.shape_of(rows, true);
+  EXPECT_EQ(shape.rows, 4);
+  EXPECT_EQ(shape.segments, 4);
+  EXPECT_EQ(shape.max_pages, 4);
+  builder.add(rows, shape);
+  MetaStaging staging(backend());
+  const StepMeta m = builder.upload(staging).front();
+  EXPECT_EQ(ints(m.slots)[3], -1);
+  EXPECT_EQ(ints(m.ring_rows)[3], -1);
+  for (const RatioMeta& r : m.ratios) {
+    EXPECT_EQ(r.entries, 4 * 256 / r.ratio);
+    EXPECT_EQ(ints(r.store_rows)[3], -1);
+    EXPECT_EQ(ints(r.num_keys)[3], 0);
+  }
+  const auto w = ints(m.window_list);
+  EXPECT_EQ(std::vector<std::int32_t>(w.begin() + 24, w.end()), std::vector<std::int32_t>(8, -1));
 }
 
 TEST(V4Model, QuantisedWeightsInExactModeEqualTheirDequantisedTwin) {
