@@ -203,6 +203,9 @@ void StepMetaBuilder::add(const StepRows& step, const StepShape& shape) {
   const std::size_t logit =
       put(p, {-1, &StepMeta::logit_rows, nullptr, 0, Shape{static_cast<std::int64_t>(step.logit_rows.size())}}, 0);
   std::copy(step.logit_rows.begin(), step.logit_rows.end(), host_.begin() + static_cast<std::ptrdiff_t>(logit));
+  // Room for a logit row per row: a bucket's metadata has one size whatever its logit count, so it
+  // stays in one staging buffer (one device address, one graph).
+  host_.resize(host_.size() + static_cast<std::size_t>(m.rows) - step.logit_rows.size(), 0);
   const std::size_t extra = put(p, {-1, &StepMeta::extra, nullptr, 0, Shape{static_cast<std::int64_t>(step.extra.size())}}, 0);
   std::copy(step.extra.begin(), step.extra.end(), host_.begin() + static_cast<std::ptrdiff_t>(extra));
   if (step.one_hot > 0) {
