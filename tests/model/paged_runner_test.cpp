@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
+#include "model/deepseek_v4/loaded_model.h"
+#include "model/deepseek_v4/model.h"
 #include "model/deepseek_v4/paged_runner.h"
 #include "model/engine_runs.h"
 
@@ -39,8 +41,35 @@ struct EngineOptions {
   std::int32_t max_model_len = 512;
 };
 
-std::unique_ptr<Engine> make_engine(const Fixture& f, const EngineOptions& o) {
-  auto opened = model::v4::open_paged_runner(f.model_dir, model::v4::NumericMode::kExact);
+// The paged runner over a V4 model whose decode steps are padded to batch / context buckets, as on
+// the GPU (where they are then replayed as CUDA graphs).
+class BucketedRunner final : public engine::ModelRunner {
+ public:
+  explicit BucketedRunner(const fs::path& dir)
+      : backend_(ops::make_cpu_backend()),
+        loaded_(model::v4::open_model(dir, model::v4::NumericMode::kExact, *backend_)),
+        runner_(bucketed(*loaded_.model)) {}
+  cache::CacheSpec cache_spec() const override { return runner_.cache_spec(); }
+  std::int32_t vocab_size() const override { return runner_.vocab_size(); }
+  void allocate_cache(const cache::CacheLayout& layout) override { runner_.allocate_cache(layout); }
+  void forward(const engine::ForwardBatch& batch, std::span<float> logits) override { runner_.forward(batch, logits); }
+  void launch(const engine::ForwardBatch& batch) override { runner_.launch(batch); }
+  void collect(std::span<float> logits) override { runner_.collect(logits); }
+
+ private:
+  static model::SequenceModel& bucketed(model::SequenceModel& m) {
+    dynamic_cast<model::v4::Model&>(m).set_bucketed(true);
+    return m;
+  }
+  std::unique_ptr<ops::Backend> backend_;
+  model::v4::LoadedModel loaded_;
+  model::v4::PagedModelRunner runner_;
+};
+
+std::unique_ptr<Engine> make_engine(const Fixture& f, const EngineOptions& o, bool bucketed = false) {
+  model::v4::OpenedRunner opened;
+  if (bucketed) opened.runner = std::make_unique<BucketedRunner>(f.model_dir);
+  else opened = model::v4::open_paged_runner(f.model_dir, model::v4::NumericMode::kExact);
   engine::EngineConfig config;
   config.scheduler.max_num_seqs = 8;
   config.scheduler.max_num_batched_tokens = o.max_num_batched_tokens;
@@ -100,6 +129,23 @@ TEST_P(PagedRunnerGolden, GreedyBatchedWithSampledRequestsMatchesHfAndSoloRuns) 
   EXPECT_EQ(out["g"].tokens, f.greedy);
   EXPECT_EQ(out["s1"].tokens, solo["s1"].tokens);
   EXPECT_EQ(out["s2"].tokens, solo["s2"].tokens);
+}
+
+// Decode steps padded to buckets (3 sequences in bucket 4, contexts to a power of two of pages)
+// give the same tokens as unpadded ones, and the greedy one HF's.
+TEST_P(PagedRunnerGolden, BucketedDecodeStepsGiveTheSameTokens) {
+  const Fixture f = load_fixture(GetParam());
+  const auto p1 = other_prompt(f, 37, 11), p2 = other_prompt(f, 70, 29);
+  std::map<std::string, Result> out[2];
+  for (int bucketed = 0; bucketed < 2; ++bucketed) {
+    auto engine = make_engine(f, {}, bucketed == 1);
+    engine->add_request("s1", p1, sampled(7, 12));
+    engine->add_request("g", f.prompt, greedy(static_cast<std::int32_t>(f.greedy.size())));
+    engine->add_request("s2", p2, sampled(9, 12));
+    out[bucketed] = run(*engine);
+  }
+  EXPECT_EQ(out[1]["g"].tokens, f.greedy);
+  for (const char* id : {"g", "s1", "s2"}) EXPECT_EQ(out[1][id].tokens, out[0][id].tokens) << id;
 }
 
 TEST_P(PagedRunnerGolden, GreedyWithChunkedPrefillMatchesHf) {
