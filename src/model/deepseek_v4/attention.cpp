@@ -26,7 +26,7 @@ struct Projections {
 // indexer keys of each row's sequence and writes its top-k into the list's compressed columns.
 Tensor compressed_list(ForwardContext& cx, const Step& step, const io::LayerSpec& spec, const Projections& pr) {
   const RatioMeta& rm = step.meta->ratio(spec.compress_ratio);
-  if (spec.has_indexer == false) return rm.all_list;
+  if (!spec.has_indexer) return rm.all_list;
   Tensor idx = rm.topk_list;  // the window part is fixed; every CSA layer rewrites the top-k part
   if (rm.topk_width == 0) return idx;
   const RowPool& keys = store_pool(step, step.segments.front().state->arena->index_store(spec.index));

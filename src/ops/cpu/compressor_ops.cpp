@@ -68,7 +68,7 @@ void CpuBackend::compressor_update(const Tensor& kv, const Tensor& score, const 
            "compressor_update: out {} must be f32 [{}, {}]", out.shape(), t_count, d);
   const std::int32_t* pos = positions.data<std::int32_t>();
   const std::int32_t* slot = slots.data<std::int32_t>();
-  const std::int64_t num_slots = state.kv.dim(0) / ring;
+  const std::int64_t num_slots = state.num_slots();
   for (std::int64_t t = 0; t < t_count; ++t)
     DI_CHECK(slot[t] >= -1 && slot[t] < num_slots && (slot[t] < 0 || pos[t] >= 0),
              "compressor_update: row {} has slot {} (pool of {}) at position {}", t, slot[t], num_slots, pos[t]);

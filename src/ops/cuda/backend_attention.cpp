@@ -206,7 +206,7 @@ void CudaBackend::compressor_update(const Tensor& kv, const Tensor& score, const
   a.state_score = f32_mut(state.score, state.score.numel(), "compressor_update state score");
   a.positions = i32_of(positions, t_count, "compressor_update positions");
   a.slots = i32_of(slots, t_count, "compressor_update slots");
-  a.num_slots = state.kv.dim(0) / ring;
+  a.num_slots = state.num_slots();
   a.err = err_;
   DI_CHECK(out.ndim() == 2 && out.dim(0) == t_count && out.dim(1) == d, "compressor_update: out {} must be f32 [{}, {}]",
            out.shape(), t_count, d);
