@@ -54,6 +54,12 @@ HcArgs site_args(const CudaBackend& be, const Tensor& x, const HcWeights& w, con
   return a;
 }
 
+// Scratch for the mixing dot products' per-slice partial sums (launch_hc_mix).
+float* hc_partial_scratch(CudaBackend& be, const HcArgs& a) {
+  const std::int64_t floats = hc_mix_partial_floats(a.x.rows, a.n, a.d, a.head != 0);
+  return reinterpret_cast<float*>(be.scratch(static_cast<std::size_t>(floats) * sizeof(float), "hc mixing"));
+}
+
 // The placement of (token, slot) pairs by expert in the scratch area: placed row of each pair, token
 // and routing weight of each placed row, the work items of up to `bm` rows and their count.
 struct MoePlacement {
@@ -134,6 +140,7 @@ void CudaBackend::hc_pre(const Tensor& x, const HcWeights& w, const HcOptions& o
   a.y = rows_of(y, a.d, "hc_pre y");
   DI_CHECK(a.y.rows == a.x.rows, "hc_pre: y {} for {} tokens", y.shape(), a.x.rows);
   activate();
+  a.partial = hc_partial_scratch(*this, a);
   launch_hc_mix(a, stream_);
   DI_CUDA_CHECK_LAUNCH("hc_pre");
 }
@@ -168,6 +175,7 @@ void CudaBackend::hc_head(const Tensor& x, const HcWeights& w, const HcOptions& 
   a.hc_eps = options.hc_eps;
   a.head = 1;
   activate();
+  a.partial = hc_partial_scratch(*this, a);
   launch_hc_mix(a, stream_);
   DI_CUDA_CHECK_LAUNCH("hc_head");
 }
@@ -177,6 +185,7 @@ void CudaBackend::hc_mix(const Tensor& x, const HcWeights& w, const HcOptions& o
   HcArgs a = site_args(*this, x, w, options, post, comb, "hc_mix");
   a.pre = f32_mut(pre, a.x.rows * a.n, "hc_mix pre");  // a.y left empty: the collapse comes one site later
   activate();
+  a.partial = hc_partial_scratch(*this, a);
   launch_hc_mix(a, stream_);
   DI_CUDA_CHECK_LAUNCH("hc_mix");
 }

@@ -248,6 +248,7 @@ struct HcArgs {
   float* post = nullptr;
   float* comb = nullptr;
   float* pre = nullptr;  // f32 [T, n] pre weights out, or null (hc_mix)
+  float* partial = nullptr;  // scratch: f32 [hc_mix_partial_floats(T, n, D, head)]
 };
 
 // Engram read-out gate (MODEL_SPEC B4.7): one block per (token, copy).
@@ -263,6 +264,8 @@ struct EngramGateArgs {
 };
 
 void launch_compressor(const CompressorArgs& args, cudaStream_t stream);
+// Floats of scratch launch_hc_mix needs for T tokens (per-slice partial sums of the mixes).
+std::int64_t hc_mix_partial_floats(std::int64_t tokens, int n, std::int64_t d, bool head);
 void launch_hc_mix(const HcArgs& args, cudaStream_t stream);
 // y[t, c] = Σ_i pre[t, i] · x[t, i·D + c] (f32, stream order).
 void launch_hc_collapse(const DevRows& x, const float* pre, int n, std::int64_t d, const DevRows& y,

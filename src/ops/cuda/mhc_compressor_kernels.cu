@@ -42,25 +42,35 @@ __device__ void sinkhorn(float* comb, int n, int iters, float eps) {
   }
 }
 
-// One block per token: mixes[m] = (fn[m] · x) · rsqrt(mean(x²) + eps); then pre (+ post, comb
-// with Sinkhorn unless head) and y = Σ_i pre_i x_i (pre stored and y skipped for hc_mix).
-__global__ void __launch_bounds__(kHcThreads) hc_mix_kernel(HcArgs a) {
-  __shared__ float mixes[kMaxMix];
+// The mixing dot products are split over kHcSplit-element slices of the stream row, one block per
+// (slice, token), so a decode step's few tokens still spread over many SMs (one block per token
+// read its 1.5 MB of fn from one SM: ~330 us per site at batch 1). The split depends only on the
+// row width, never on T, so every row sums in the same order at any batch size.
+constexpr std::int64_t kHcSplit = 512;
+
+__host__ __device__ inline int hc_slices(std::int64_t width) {
+  return static_cast<int>((width + kHcSplit - 1) / kHcSplit);
+}
+
+// grid (slices, T): partial[t, s, m] = Σ_{i in slice s} fn[m, i] · x[t, i] for every mix m, and
+// partial[t, s, n_mix] = Σ x[t, i]² over the slice.
+__global__ void __launch_bounds__(kHcThreads) hc_mix_partial_kernel(HcArgs a) {
   __shared__ float red[kHcThreads / 32][kMixChunk + 1];
-  __shared__ float pre[16];
-  __shared__ float comb_s[16 * 16];
-  const std::int64_t t = blockIdx.x;
+  const int slice = blockIdx.x, slices = gridDim.x;
+  const std::int64_t t = blockIdx.y;
   const std::int64_t width = a.n * a.d;
   const int n_mix = a.head ? a.n : (2 + a.n) * a.n;
+  const std::int64_t begin = slice * kHcSplit, end = begin + kHcSplit < width ? begin + kHcSplit : width;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  float ss = 0.0f;
+  float* out = a.partial + (t * slices + slice) * (n_mix + 1);
   for (int m0 = 0; m0 < n_mix; m0 += kMixChunk) {
     float acc[kMixChunk];
 #pragma unroll
     for (int m = 0; m < kMixChunk; ++m) acc[m] = 0.0f;
-    for (std::int64_t i = threadIdx.x; i < width; i += kHcThreads) {
+    float ss = 0.0f;
+    for (std::int64_t i = begin + threadIdx.x; i < end; i += kHcThreads) {
       const float xv = load_elem(a.x, t, i);
-      if (m0 == 0) ss = fmaf(xv, xv, ss);
+      ss = fmaf(xv, xv, ss);
 #pragma unroll
       for (int m = 0; m < kMixChunk; ++m)
         if (m0 + m < n_mix) acc[m] = fmaf(a.fn[(m0 + m) * width + i], xv, acc[m]);
@@ -70,28 +80,41 @@ __global__ void __launch_bounds__(kHcThreads) hc_mix_kernel(HcArgs a) {
       const float v = warp_sum(acc[m]);
       if (lane == 0) red[warp][m] = v;
     }
-    if (m0 == 0) {
-      const float v = warp_sum(ss);
-      if (lane == 0) red[warp][kMixChunk] = v;
-    }
+    const float vs = warp_sum(ss);
+    if (lane == 0) red[warp][kMixChunk] = vs;
     __syncthreads();
     if (threadIdx.x <= kMixChunk) {
       float total = 0.0f;
       for (int w = 0; w < kHcThreads / 32; ++w) total += red[w][threadIdx.x];
       if (threadIdx.x < kMixChunk) {
-        if (m0 + static_cast<int>(threadIdx.x) < n_mix) mixes[m0 + threadIdx.x] = total;
+        if (m0 + static_cast<int>(threadIdx.x) < n_mix) out[m0 + threadIdx.x] = total;
       } else if (m0 == 0) {
-        pre[0] = total;  // sum of squares, parked until the mixes are scaled
+        out[n_mix] = total;
       }
     }
     __syncthreads();
-    if (m0 == 0) {
-      ss = pre[0];
-      __syncthreads();
-    }
   }
+}
+
+// One block per token: sums the slices' partials in slice order, then mixes[m] = (fn[m] · x) ·
+// rsqrt(mean(x²) + eps); pre (+ post, comb with Sinkhorn unless head) and y = Σ_i pre_i x_i (pre
+// stored and y skipped for hc_mix).
+__global__ void __launch_bounds__(kHcThreads) hc_mix_finish_kernel(HcArgs a, int slices) {
+  __shared__ float mixes[kMaxMix + 1];
+  __shared__ float pre[16];
+  __shared__ float comb_s[16 * 16];
+  const std::int64_t t = blockIdx.x;
+  const std::int64_t width = a.n * a.d;
+  const int n_mix = a.head ? a.n : (2 + a.n) * a.n;
+  const float* part = a.partial + t * slices * (n_mix + 1);
+  for (int m = threadIdx.x; m <= n_mix; m += kHcThreads) {
+    float total = 0.0f;
+    for (int s = 0; s < slices; ++s) total += part[s * (n_mix + 1) + m];
+    mixes[m] = total;
+  }
+  __syncthreads();
   if (threadIdx.x == 0) {
-    const float inv = 1.0f / sqrtf(ss / static_cast<float>(width) + a.norm_eps);
+    const float inv = 1.0f / sqrtf(mixes[n_mix] / static_cast<float>(width) + a.norm_eps);
     for (int m = 0; m < n_mix; ++m) mixes[m] *= inv;
     const int n = a.n;
     for (int i = 0; i < n; ++i) pre[i] = sigmoidf(mixes[i] * a.scale[0] + a.base[i]) + a.hc_eps;
@@ -255,9 +278,17 @@ __global__ void compressor_ring_kernel(CompressorArgs a) {
 
 }  // namespace
 
+std::int64_t hc_mix_partial_floats(std::int64_t tokens, int n, std::int64_t d, bool head) {
+  const int n_mix = head ? n : (2 + n) * n;
+  return tokens * hc_slices(static_cast<std::int64_t>(n) * d) * (n_mix + 1);
+}
+
 void launch_hc_mix(const HcArgs& args, cudaStream_t stream) {
   if (args.x.rows == 0) return;
-  hc_mix_kernel<<<static_cast<unsigned>(args.x.rows), kHcThreads, 0, stream>>>(args);
+  const int slices = hc_slices(static_cast<std::int64_t>(args.n) * args.d);
+  hc_mix_partial_kernel<<<dim3(static_cast<unsigned>(slices), static_cast<unsigned>(args.x.rows)), kHcThreads, 0,
+                          stream>>>(args);
+  hc_mix_finish_kernel<<<static_cast<unsigned>(args.x.rows), kHcThreads, 0, stream>>>(args, slices);
 }
 
 void launch_hc_post(const DevRows& f, const DevRows& residual, const float* post, const float* comb, int n,
