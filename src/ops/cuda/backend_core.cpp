@@ -233,6 +233,7 @@ Tensor CudaBackend::empty(const Shape& shape, DType dtype) {
   activate();
   const std::size_t bytes = dtype_bytes(dtype, shape.numel());
   if (bytes == 0) return Tensor::view_of(nullptr, shape, dtype, nullptr, device());
+  // A graph would keep replaying into memory freed after the capture: allocate before it.
   DI_CHECK(!capturing(), "CUDA backend: empty() of a {} {} tensor during graph capture; allocate buffers (and warm "
            "up every workspace) before begin_capture", dtype_name(dtype), shape);
   void* ptr = nullptr;
@@ -244,8 +245,9 @@ Tensor CudaBackend::empty(const Shape& shape, DType dtype) {
     throw_error("CUDA backend: cannot allocate {} bytes for a {} {} tensor on device {} ({} of {} bytes free)", bytes,
                 dtype_name(dtype), shape, device_, free_bytes, total_bytes);
   }
-  note_device_bytes(device_, static_cast<std::int64_t>(bytes));
-  return Tensor::view_of(ptr, shape, dtype, own_device_memory(ptr, device_, bytes), device());
+  const int index = device_;
+  note_device_bytes(index, static_cast<std::int64_t>(bytes));
+  return Tensor::view_of(ptr, shape, dtype, own_device_memory(ptr, index, bytes), device());
 }
 
 void CudaBackend::copy(const Tensor& src, Tensor& dst) {
@@ -261,7 +263,7 @@ void CudaBackend::copy(const Tensor& src, Tensor& dst) {
                         "stage inputs with ops::StagingBuffer)");
   if (src.is_contiguous() && dst.is_contiguous()) {
     DI_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), src.nbytes(), cudaMemcpyDefault, stream_));
-    if (src.device().is_cpu() || dst.device().is_cpu()) synchronize();
+    if (host_side) synchronize();
     return;
   }
   const std::int64_t rows = src.ndim() == 0 ? 1 : src.dim(0);
@@ -274,7 +276,7 @@ void CudaBackend::copy(const Tensor& src, Tensor& dst) {
   DI_CUDA_CHECK(cudaMemcpy2DAsync(dst.raw_data(), pitch(dst), src.raw_data(), pitch(src), row_bytes,
                                   static_cast<std::size_t>(rows), cudaMemcpyDefault, stream_));
   // Host memory on either side: the caller may read or free it as soon as we return.
-  if (src.device().is_cpu() || dst.device().is_cpu()) synchronize();
+  if (host_side) synchronize();
 }
 
 Tensor CudaBackend::upload(const Tensor& host) {

@@ -2,7 +2,7 @@
 // tensors on the host, then enqueues kernels on the backend's own stream; faults found in
 // device-resident indices surface as deepinfer::Error at the next synchronize(). Temporaries come
 // from one grow-only scratch buffer, so steady-state calls allocate nothing and can be captured
-// into CUDA graphs once warmed up.
+// into CUDA graphs once warmed up (ops/graph.h; capture and staging in backend_graph.cpp).
 #pragma once
 
 #include <cublasLt.h>
@@ -122,6 +122,9 @@ class CudaBackend final : public Backend, public GraphBackend {
   const float* f32_of(const Tensor& t, std::int64_t count, const char* what) const;
   float* f32_mut(Tensor& t, std::int64_t count, const char* what) const;
   void check_on_device(const Tensor& t, const char* what) const;
+  // At least `bytes` of scratch (grows outside graph capture only; during a capture a larger
+  // request is a deepinfer::Error naming `op`); valid until the next op. A buffer replaced by
+  // growth stays allocated while a graph captured with it exists.
   std::uint8_t* scratch(std::size_t bytes, const char* op = "an op");
   int* fault_word() const { return err_; }
   int sm_count() const { return sm_count_; }
@@ -138,7 +141,7 @@ class CudaBackend final : public Backend, public GraphBackend {
   int sm_count_ = 0;
   std::uint8_t* scratch_ = nullptr;
   std::size_t scratch_bytes_ = 0;
-  std::shared_ptr<const void> scratch_owner_;
+  std::shared_ptr<const void> scratch_owner_;  // shared with the graphs that captured scratch_
   void* cublas_workspace_ = nullptr;
   std::size_t cublas_workspace_bytes_ = 0;
   // Device copies of the per-expert weight tables of moe_experts, keyed by a hash of the pointers.
