@@ -111,28 +111,6 @@ std::int64_t manifest_weight_bytes(const io::ModelConfig& config) {
   return bytes;
 }
 
-// The engine's runner over a model it owns together with the backend, checkpoint and weights.
-class ExecutorRunner final : public engine::ModelRunner {
- public:
-  ExecutorRunner(std::unique_ptr<ops::Backend> backend, v4::LoadedModel loaded)
-      : backend_(std::move(backend)), loaded_(std::move(loaded)), runner_(*loaded_.model) {}
-  cache::CacheSpec cache_spec() const override { return runner_.cache_spec(); }
-  std::int32_t vocab_size() const override { return runner_.vocab_size(); }
-  void allocate_cache(const cache::CacheLayout& layout) override { runner_.allocate_cache(layout); }
-  void forward(const engine::ForwardBatch& batch, std::span<float> logits) override { runner_.forward(batch, logits); }
-  void launch(const engine::ForwardBatch& batch) override { runner_.launch(batch); }
-  void collect(std::span<float> logits) override { runner_.collect(logits); }
-  ops::Backend* device_backend() override { return runner_.device_backend(); }
-  const Tensor& device_logits() const override { return runner_.device_logits(); }
-  void check_prompt(std::span<const std::int32_t> prompt) const override { runner_.check_prompt(prompt); }
-  const SequenceModel& model() const { return *loaded_.model; }
-
- private:
-  std::unique_ptr<ops::Backend> backend_;
-  v4::LoadedModel loaded_;
-  v4::PagedModelRunner runner_;
-};
-
 // Loads the weights onto `backend`: dummy ones made in place, or the checkpoint through the staged
 // uploader (GPU) or the backend's own upload (CPU).
 v4::LoadedModel load_weights_onto(const fs::path& model, const LLMOptions& options, const DeviceSpec& device,
@@ -258,7 +236,7 @@ ExecutorModel open_executor(const fs::path& model, const LLMOptions& options) {
     activations = profile_activations(*loaded.model, device, options,
                                       resolve_max_model_len(options, loaded.model->config()));
   }
-  auto runner = std::make_unique<ExecutorRunner>(std::move(backend), std::move(loaded));
+  auto runner = std::make_unique<v4::OwningPagedRunner>(std::move(backend), std::move(loaded));
   out.config = &runner->model().config();
   if (device.cuda) {
     const DeviceMemory now = device_memory(device);

@@ -43,32 +43,16 @@ struct EngineOptions {
 
 // The paged runner over a V4 model whose decode steps are padded to batch / context buckets, as on
 // the GPU (where they are then replayed as CUDA graphs).
-class BucketedRunner final : public engine::ModelRunner {
- public:
-  explicit BucketedRunner(const fs::path& dir)
-      : backend_(ops::make_cpu_backend()),
-        loaded_(model::v4::open_model(dir, model::v4::NumericMode::kExact, *backend_)),
-        runner_(bucketed(*loaded_.model)) {}
-  cache::CacheSpec cache_spec() const override { return runner_.cache_spec(); }
-  std::int32_t vocab_size() const override { return runner_.vocab_size(); }
-  void allocate_cache(const cache::CacheLayout& layout) override { runner_.allocate_cache(layout); }
-  void forward(const engine::ForwardBatch& batch, std::span<float> logits) override { runner_.forward(batch, logits); }
-  void launch(const engine::ForwardBatch& batch) override { runner_.launch(batch); }
-  void collect(std::span<float> logits) override { runner_.collect(logits); }
-
- private:
-  static model::SequenceModel& bucketed(model::SequenceModel& m) {
-    dynamic_cast<model::v4::Model&>(m).set_bucketed(true);
-    return m;
-  }
-  std::unique_ptr<ops::Backend> backend_;
-  model::v4::LoadedModel loaded_;
-  model::v4::PagedModelRunner runner_;
-};
+std::unique_ptr<engine::ModelRunner> bucketed_runner(const fs::path& dir) {
+  std::unique_ptr<ops::Backend> backend = ops::make_cpu_backend();
+  model::v4::LoadedModel loaded = model::v4::open_model(dir, model::v4::NumericMode::kExact, *backend);
+  dynamic_cast<model::v4::Model&>(*loaded.model).set_bucketed(true);
+  return std::make_unique<model::v4::OwningPagedRunner>(std::move(backend), std::move(loaded));
+}
 
 std::unique_ptr<Engine> make_engine(const Fixture& f, const EngineOptions& o, bool bucketed = false) {
   model::v4::OpenedRunner opened;
-  if (bucketed) opened.runner = std::make_unique<BucketedRunner>(f.model_dir);
+  if (bucketed) opened.runner = bucketed_runner(f.model_dir);
   else opened = model::v4::open_paged_runner(f.model_dir, model::v4::NumericMode::kExact);
   engine::EngineConfig config;
   config.scheduler.max_num_seqs = 8;

@@ -166,7 +166,9 @@ std::unique_ptr<SequenceState> Model::new_sequence() const {
 }
 
 void Model::set_graphs(bool graphs) {
-  graphs_ = graphs && ops::supports_graphs(backend_);
+  // Exact mode (the verification mode) is never captured: its f32 expert path places (token, expert)
+  // pairs on the host, which a graph cannot hold; trying would only log a warning per bucket.
+  graphs_ = graphs && ops::supports_graphs(backend_) && numerics_.mode != NumericMode::kExact;
   if (!graphs_) graphs_by_bucket_.clear();
 }
 

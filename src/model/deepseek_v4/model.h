@@ -47,7 +47,7 @@ class Model final : public SequenceModel {
   // off on the CPU). The padding changes no result.
   void set_bucketed(bool bucketed) { bucketed_ = bucketed; }
   // Replays bucketed decode steps as CUDA graphs (default: DEEPINFER_CUDA_GRAPHS, on; only where
-  // the backend can capture). The first step of a bucket runs eagerly and captures its graph.
+  // the backend can capture, never in exact mode). The first step of a bucket runs eagerly and captures its graph.
   void set_graphs(bool graphs);
   // Decode steps replayed from a graph so far (tests, benches).
   std::int64_t graph_replays() const { return graph_replays_; }

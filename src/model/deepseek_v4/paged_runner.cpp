@@ -183,29 +183,6 @@ void PagedModelRunner::collect(std::span<float> logits) {
 
 namespace {
 
-// Keeps the backend and the checkpoint alive for as long as the runner.
-class OwningRunner final : public engine::ModelRunner {
- public:
-  OwningRunner(std::unique_ptr<ops::Backend> backend, const std::filesystem::path& dir,
-               std::optional<NumericMode> mode)
-      : backend_(std::move(backend)), loaded_(open_model(dir, mode, *backend_)), runner_(*loaded_.model) {}
-  cache::CacheSpec cache_spec() const override { return runner_.cache_spec(); }
-  std::int32_t vocab_size() const override { return runner_.vocab_size(); }
-  void allocate_cache(const cache::CacheLayout& layout) override { runner_.allocate_cache(layout); }
-  void forward(const engine::ForwardBatch& batch, std::span<float> logits) override { runner_.forward(batch, logits); }
-  void launch(const engine::ForwardBatch& batch) override { runner_.launch(batch); }
-  void collect(std::span<float> logits) override { runner_.collect(logits); }
-  ops::Backend* device_backend() override { return runner_.device_backend(); }
-  const Tensor& device_logits() const override { return runner_.device_logits(); }
-  void check_prompt(std::span<const std::int32_t> prompt) const override { runner_.check_prompt(prompt); }
-  const SequenceModel& model() const { return *loaded_.model; }
-
- private:
-  std::unique_ptr<ops::Backend> backend_;
-  LoadedModel loaded_;
-  PagedModelRunner runner_;
-};
-
 std::unique_ptr<ops::Backend> make_backend(const std::string& device) {
   if (device == "cpu") return ops::make_cpu_backend();
   if (device == "cuda") return ops::make_cuda_backend(0);
@@ -222,7 +199,9 @@ std::unique_ptr<ops::Backend> make_backend(const std::string& device) {
 
 OpenedRunner open_paged_runner(const std::filesystem::path& directory, std::optional<NumericMode> mode,
                                const std::string& device) {
-  auto runner = std::make_unique<OwningRunner>(make_backend(device), directory, mode);
+  std::unique_ptr<ops::Backend> backend = make_backend(device);
+  LoadedModel loaded = open_model(directory, mode, *backend);
+  auto runner = std::make_unique<OwningPagedRunner>(std::move(backend), std::move(loaded));
   OpenedRunner opened;
   opened.config = &runner->model().config();
   opened.mode = runner->model().numerics().mode;

@@ -51,6 +51,28 @@ class PagedModelRunner final : public engine::ModelRunner {
   Tensor logits_;                                   // the launched step's logits [rows, vocab]
 };
 
+// A PagedModelRunner that owns its backend and its loaded model (destroyed runner first, backend last).
+class OwningPagedRunner final : public engine::ModelRunner {
+ public:
+  OwningPagedRunner(std::unique_ptr<ops::Backend> backend, LoadedModel loaded)
+      : backend_(std::move(backend)), loaded_(std::move(loaded)), runner_(*loaded_.model) {}
+  cache::CacheSpec cache_spec() const override { return runner_.cache_spec(); }
+  std::int32_t vocab_size() const override { return runner_.vocab_size(); }
+  void allocate_cache(const cache::CacheLayout& layout) override { runner_.allocate_cache(layout); }
+  void forward(const engine::ForwardBatch& batch, std::span<float> logits) override { runner_.forward(batch, logits); }
+  void launch(const engine::ForwardBatch& batch) override { runner_.launch(batch); }
+  void collect(std::span<float> logits) override { runner_.collect(logits); }
+  ops::Backend* device_backend() override { return runner_.device_backend(); }
+  const Tensor& device_logits() const override { return runner_.device_logits(); }
+  void check_prompt(std::span<const std::int32_t> prompt) const override { runner_.check_prompt(prompt); }
+  const SequenceModel& model() const { return *loaded_.model; }
+
+ private:
+  std::unique_ptr<ops::Backend> backend_;
+  LoadedModel loaded_;
+  PagedModelRunner runner_;
+};
+
 // A runner that owns its backend and the loaded checkpoint.
 struct OpenedRunner {
   std::unique_ptr<engine::ModelRunner> runner;
