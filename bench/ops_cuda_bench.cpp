@@ -2,9 +2,11 @@
 // the same run, then V4-Flash GEMMs (bf16 and fp8 128x128-block weights) at decode and prefill
 // batch sizes, the fp4 routed-expert pipeline over 256 experts, and decode sparse attention.
 // Every time is the median of CUDA-graph replays (ops::cuda_time). Prints markdown tables.
-// usage: ops_cuda_bench [--quick | --attention (that section alone) | --gemm (ceilings, GEMMs, experts)]
+// usage: ops_cuda_bench [--quick | --attention (that section alone) | --gemm (ceilings, GEMMs, experts) |
+//                        --moe (ceilings, routed experts at decode sizes)]
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <numeric>
@@ -181,7 +183,9 @@ void bench_gemms(const GemmBackends& be, const Roof& roof, bool quick) {
   std::printf("\n");
 }
 
-void bench_experts(Backend& b, Backend& invariant, const Roof& roof, bool quick) {
+// long_units (optional): the default with moe_fp4_wide_passes = 2 (fewer, longer work units).
+void bench_experts(Backend& b, Backend* long_units, Backend& narrow, Backend* invariant, const Roof& roof, bool quick,
+                   bool decode_only) {
   const int n_exp = 256, k = 6;
   const std::int64_t dim = 4096, inter = 2048;
   std::vector<ExpertWeights> experts;
@@ -194,15 +198,18 @@ void bench_experts(Backend& b, Backend& invariant, const Roof& roof, bool quick)
   const double setup_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double expert_bytes = 3.0 * (inter * dim / 2 + inter * dim / 32);
   std::printf("## Routed experts: fp4 weights, 256 experts × [2048, 4096] (w1, w3) + [4096, 2048] (w2), top-6\n\n");
-  std::printf("moe_experts(): 'default' = FP8 act quant to codes, sort by expert on the device, skinny FP8 "
-              "tensor-core GEMM for w1/w3 (fp4 widened to e4m3 in registers; items of 8 or 32 rows per expert), "
-              "SwiGLU + act quant to codes, skinny w2, combine; 'mma' = the batch-invariant backend's pipeline "
+  std::printf("moe_experts(): 'default' = FP8 act quant to codes, sort by expert on the device, grouped FP8 "
+              "tensor-core GEMM for w1/w3 (fp4 widened to e4m3 in registers; 16-byte weight loads and items of 8 "
+              "or 16 rows per expert up to 16 rows per expert, else 4-byte loads and items of 32), SwiGLU + act "
+              "quant to codes, w2, combine; '4-byte' = the same with the 4-byte-load skinny kernel "
+              "(moe_fp4_wide off: the session-3 path); '2-pass units' = the default with moe_fp4_wide_passes = 2; 'mma' = the batch-invariant backend's pipeline "
               "(mma.sync, fp4 → bf16 in shared memory; the previous path). Bytes = distinct experts touched × %.1f "
               "MB + activations. (weights generated in %.0f s)\n\n", expert_bytes / 1e6, setup_s);
-  std::printf("| tokens | experts touched | path | time µs | TFLOP/s | GB/s | floor µs | floor/time |\n");
-  std::printf("| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |\n");
-  const std::vector<std::int64_t> ts =
+  std::printf("| tokens | experts touched | path | time µs | TFLOP/s | GB/s | floor µs | floor/time | vs default |\n");
+  std::printf("| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  std::vector<std::int64_t> ts =
       quick ? std::vector<std::int64_t>{1, 256} : std::vector<std::int64_t>{1, 4, 8, 32, 64, 256, 1024, 4096};
+  if (decode_only) ts = {1, 4, 8, 32, 64, 128, 256, 512};
   for (std::int64_t t : ts) {
     std::vector<std::int32_t> ids(static_cast<std::size_t>(t * k));
     std::mt19937 rng(static_cast<std::uint32_t>(t));
@@ -227,12 +234,23 @@ void bench_experts(Backend& b, Backend& invariant, const Roof& roof, bool quick)
     const double flops = 2.0 * t * k * 3.0 * dim * inter;
     const double bytes = static_cast<double>(touched.size()) * expert_bytes + t * dim * 6.0;
     const double fl = floor_us(bytes, flops, roof.fp8_tflops, roof);
-    for (Backend* be : {&b, &invariant}) {
+    Tensor first = Tensor::empty({t, dim}, DType::kF32), host_out = Tensor::empty({t, dim}, DType::kF32);
+    for (Backend* be : {&b, long_units, &narrow, invariant}) {
+      if (be == nullptr) continue;
       const CudaTiming tm = cuda_time(*be, [&] { be->moe_experts(x, gid, gw, experts, options, out); }, 3, 10);
       const double us = tm.median_ms * 1e3;
-      std::printf("| %lld | %zu | %s | %.1f | %.1f | %.0f | %.1f | %.0f%% |\n", static_cast<long long>(t),
-                  touched.size(), be == &b ? "default" : "mma", us, flops / (us * 1e6), bytes / (us * 1e3), fl,
-                  100.0 * fl / us);
+      // max |Δ| / max |default| against the default path's output (same inputs).
+      be->copy(out, be == &b ? first : host_out);
+      be->synchronize();
+      double diff = 0.0, ref = 0.0;
+      for (std::int64_t i = 0; be != &b && i < t * dim; ++i) {
+        diff = std::max(diff, static_cast<double>(std::fabs(host_out.data<float>()[i] - first.data<float>()[i])));
+        ref = std::max(ref, static_cast<double>(std::fabs(first.data<float>()[i])));
+      }
+      const char* path = be == &b ? "default" : be == long_units ? "2-pass units" : (be == &narrow ? "4-byte" : "mma");
+      std::printf("| %lld | %zu | %s | %.1f | %.1f | %.0f | %.1f | %.0f%% | %.1e |\n", static_cast<long long>(t),
+                  touched.size(), path, us, flops / (us * 1e6), bytes / (us * 1e3), fl, 100.0 * fl / us,
+                  ref > 0.0 ? diff / ref : diff);
       std::fflush(stdout);
     }
   }
@@ -348,6 +366,18 @@ int main(int argc, char** argv) {
       bench_attention(*fast, Roof{});
       return 0;
     }
+    CudaBackendOptions nar;
+    nar.moe_fp4_wide = false;
+    auto narrow = make_cuda_backend(nar);
+    if (argc > 1 && std::strcmp(argv[1], "--moe") == 0) {
+      Roof roof;
+      measure_roof(roof, *fast);
+      CudaBackendOptions two;
+      two.moe_fp4_wide_passes = 2;
+      auto two_pass = make_cuda_backend(two);
+      bench_experts(*fast, two_pass.get(), *narrow, nullptr, roof, false, true);
+      return 0;
+    }
     CudaBackendOptions inv;
     inv.batch_invariant = true;
     auto invariant = make_cuda_backend(inv);
@@ -369,7 +399,7 @@ int main(int argc, char** argv) {
     measure_roof(roof, *fast);
     bench_gemms({*fast, *invariant, *skinny, *fp8_lt, *bf16_lt}, roof, quick);
     if (argc <= 1 || std::strcmp(argv[1], "--gemm") != 0) bench_attention(*fast, roof);
-    bench_experts(*fast, *invariant, roof, quick);
+    bench_experts(*fast, nullptr, *narrow, invariant.get(), roof, quick, false);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ops_cuda_bench: %s\n", e.what());
     return 1;

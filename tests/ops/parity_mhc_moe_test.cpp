@@ -1,6 +1,7 @@
 // CUDA vs CPU parity of mHC (pre with Sinkhorn, post, head) and MoE (routing by score function,
 // bias and hash table; routed experts in fp4 / fp8 / bf16 through the grouped GEMM pipeline).
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 
 #include "ops/parity_util.h"
@@ -85,6 +86,20 @@ LinearWeight expert_weight(ExpertFmt f, std::int64_t n, std::int64_t k, std::uin
   return LinearWeight{WeightFormat::kBF16, w.to(DType::kBF16), Tensor(), 0};
 }
 
+// Distinct experts per token (top-k never repeats one), skewed towards low ids.
+std::vector<std::int32_t> skewed_expert_ids(std::int64_t t, int k, int n_exp) {
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(t * k));
+  std::mt19937 rng(82);
+  for (std::int64_t i = 0; i < t; ++i) {
+    std::vector<std::int32_t> perm(n_exp);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    std::sort(perm.begin(), perm.begin() + 3);
+    for (int j = 0; j < k; ++j) ids[static_cast<std::size_t>(i * k + j)] = perm[static_cast<std::size_t>(j)];
+  }
+  return ids;
+}
+
 TEST(CudaParity, MoeExpertsMatchCpuThroughTheGroupedGemm) {
   DEEPINFER_REQUIRE_GPU();
   const int n_exp = 16, k = 6;
@@ -106,17 +121,7 @@ TEST(CudaParity, MoeExpertsMatchCpuThroughTheGroupedGemm) {
         SCOPED_TRACE(testing::Message() << "format " << static_cast<int>(f) << " T=" << t << " act " << act
                                         << " invariant " << (b == &gpu_invariant()));
         const Tensor x = random_tensor({t, dim}, 81, 1.0f, DType::kBF16);
-        // Distinct experts per token (top-k never repeats one), skewed towards low ids.
-        std::vector<std::int32_t> ids(static_cast<std::size_t>(t * k));
-        std::mt19937 rng(82);
-        for (std::int64_t i = 0; i < t; ++i) {
-          std::vector<std::int32_t> perm(n_exp);
-          std::iota(perm.begin(), perm.end(), 0);
-          std::shuffle(perm.begin(), perm.end(), rng);
-          std::sort(perm.begin(), perm.begin() + 3);
-          for (int j = 0; j < k; ++j) ids[static_cast<std::size_t>(i * k + j)] = perm[static_cast<std::size_t>(j)];
-        }
-        const Tensor id_t = i32_tensor({t, k}, ids);
+        const Tensor id_t = i32_tensor({t, k}, skewed_expert_ids(t, k, n_exp));
         const Tensor wts = random_tensor({t, k}, 83, 0.3f);
         const MoeOptions options{10.0f, act, DType::kBF16};
         Tensor want = Tensor::empty({t, dim}, DType::kF32);
@@ -125,6 +130,48 @@ TEST(CudaParity, MoeExpertsMatchCpuThroughTheGroupedGemm) {
         b->moe_experts(to_gpu(x, *b), to_gpu(id_t, *b), to_gpu(wts, *b), gpu_experts, options, got);
         expect_parity(got, want, kTolBf16, *b);
       }
+  }
+}
+
+// fp4 experts with dims % 128 == 0 and act block 128: the 16-byte-load grouped GEMM (items of 8 rows
+// at T = 1, 5; of 16 at T = 12, 40; T = 120 has > 16 rows per expert and takes the 4-byte kernel) and
+// the 4-byte-load kernel it replaces both match the CPU, and the new path repeats its bits exactly.
+TEST(CudaParity, MoeFp4ExpertsMatchCpuThroughTheWideLoadGemm) {
+  DEEPINFER_REQUIRE_GPU();
+  const int n_exp = 16, k = 6;
+  const std::int64_t dim = 2048, inter = 384;  // w1/w3: K split across warps; w2: one split
+  std::vector<ExpertWeights> cpu_experts, gpu_experts;
+  for (int e = 0; e < n_exp; ++e) {
+    const auto seed = static_cast<std::uint32_t>(300 * e);
+    ExpertWeights ew{expert_weight(ExpertFmt::kFp4, inter, dim, seed), expert_weight(ExpertFmt::kFp4, inter, dim, seed + 1),
+                     expert_weight(ExpertFmt::kFp4, dim, inter, seed + 2)};
+    gpu_experts.push_back({to_gpu(ew.w1), to_gpu(ew.w3), to_gpu(ew.w2)});
+    cpu_experts.push_back(std::move(ew));
+  }
+  CudaBackendOptions narrow_options;
+  narrow_options.moe_fp4_wide = false;
+  const std::unique_ptr<Backend> narrow = make_cuda_backend(narrow_options);
+  CudaBackendOptions wide_options;
+  wide_options.moe_fp4_wide = true;
+  const std::unique_ptr<Backend> wide = make_cuda_backend(wide_options);
+  const MoeOptions options{10.0f, 128, DType::kBF16};
+  for (std::int64_t t : {1, 5, 12, 40, 120}) {
+    const Tensor x = random_tensor({t, dim}, 91, 1.0f, DType::kBF16);
+    const Tensor id_t = i32_tensor({t, k}, skewed_expert_ids(t, k, n_exp));
+    const Tensor wts = random_tensor({t, k}, 93, 0.3f);
+    Tensor want = Tensor::empty({t, dim}, DType::kF32);
+    backend().moe_experts(x, id_t, wts, cpu_experts, options, want);
+    for (Backend* b : {wide.get(), narrow.get()}) {
+      SCOPED_TRACE(testing::Message() << "T=" << t << " wide " << (b == wide.get()));
+      const Tensor gx = to_gpu(x, *b), gid = to_gpu(id_t, *b), gw = to_gpu(wts, *b);
+      Tensor got = poisoned({t, dim}, DType::kF32, *b);
+      b->moe_experts(gx, gid, gw, gpu_experts, options, got);
+      expect_parity(got, want, kTolBf16, *b);
+      Tensor again = poisoned({t, dim}, DType::kF32, *b);
+      b->moe_experts(gx, gid, gw, gpu_experts, options, again);
+      const Tensor h1 = to_host(got, *b), h2 = to_host(again, *b);
+      EXPECT_EQ(std::memcmp(h1.raw_data(), h2.raw_data(), static_cast<std::size_t>(h1.nbytes())), 0);
+    }
   }
 }
 

@@ -427,7 +427,22 @@ void CudaBackend::moe_experts_skinny(const DevRows& x, const std::int32_t* ids, 
   const std::int64_t t_count = x.rows, dim = x.width, inter = e0.w1.out_features(), pairs = t_count * k;
   const auto n_exp = static_cast<std::int64_t>(experts.size());
   const int act = options.act_quant_block;
-  const int group = ceil_div(pairs, std::min(n_exp, pairs)) <= kSkinnyRowsSmall ? kSkinnyRowsSmall : kSkinnyRowsLarge;
+  const std::int64_t rows_per_expert = ceil_div(pairs, std::min(n_exp, pairs));
+  // The 16-byte-load fp4 kernel (per GEMM: its K % 128 == 0) for items of 8 or 16 rows.
+  const bool wide = options_.moe_fp4_wide && e0.w1.format == WeightFormat::kFp4 && act == 128 &&
+                    rows_per_expert <= kSkinnyRowsMid;
+  auto wide_ok = [](const LinearWeight& lw) {
+    return lw.in_features() % 128 == 0 && lw.scale.dtype() != DType::kF32 && lw.scale.dim(1) % 4 == 0 &&
+           reinterpret_cast<std::uintptr_t>(lw.scale.raw_data()) % 4 == 0;
+  };
+  bool wide1 = wide, wide2 = wide;
+  for (const ExpertWeights& ew : experts) {
+    wide1 = wide1 && wide_ok(ew.w1) && wide_ok(ew.w3);
+    wide2 = wide2 && wide_ok(ew.w2);
+  }
+  const int group = rows_per_expert <= kSkinnyRowsSmall / ((wide1 || wide2) ? 2 : 1)
+                        ? kSkinnyRowsSmall
+                        : ((wide1 || wide2) && rows_per_expert <= kSkinnyRowsMid ? kSkinnyRowsMid : kSkinnyRowsLarge);
   const std::int64_t max_items = pairs / group + std::min(n_exp, pairs) + 1;
   const std::int64_t ld1 = ceil_div(dim, 16) * 16, ld2 = ceil_div(inter, 16) * 16;
   const std::int64_t kb1 = ceil_div(dim, act), kb2 = ceil_div(inter, act);
@@ -473,10 +488,15 @@ void CudaBackend::moe_experts_skinny(const DevRows& x, const std::int32_t* ids, 
   g.tables[1] = t3;
   g.items = place.items;
   g.item_count = place.item_count;
+  g.min_passes = options_.moe_fp4_wide_passes;
   g.out[0] = gate;
   g.out[1] = up;
   g.ldo = inter;
-  launch_skinny_gemm(format, group, true, g, grid_y, 2, stream_);
+  if (wide1) {
+    launch_skinny_fp4_wide(group, g, grid_y, 2, stream_);
+  } else {
+    launch_skinny_gemm(format, group, true, g, grid_y, 2, stream_);
+  }
   DI_CUDA_CHECK_LAUNCH("moe_experts (w1/w3)");
 
   MoeSwigluArgs sw = swiglu_args(gate, up, place.rw, inter, options);
@@ -501,7 +521,11 @@ void CudaBackend::moe_experts_skinny(const DevRows& x, const std::int32_t* ids, 
   g2.out[0] = y;
   g2.out[1] = nullptr;
   g2.ldo = dim;
-  launch_skinny_gemm(format, group, true, g2, grid_y, 1, stream_);
+  if (wide2) {
+    launch_skinny_fp4_wide(group, g2, grid_y, 1, stream_);
+  } else {
+    launch_skinny_gemm(format, group, true, g2, grid_y, 1, stream_);
+  }
   DI_CUDA_CHECK_LAUNCH("moe_experts (w2)");
 
   combine_experts(y, place.pos, ids, k, dim, sw.mid_bf16, out, t_count, stream_);

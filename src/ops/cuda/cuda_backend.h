@@ -24,6 +24,13 @@ struct CudaBackendOptions {
   // when fp8_cublas is set. Ignored in batch-invariant mode.
   int skinny_max_rows = 8;
   bool fp8_cublas = true;
+  // Routed experts with fp4 weights (ue8m0 scales, dims % 128 == 0, act block 128, up to 16 rows per
+  // expert on average): the grouped GEMM with 16-byte weight loads and a one-wave grid-stride walk of
+  // the touched experts; false = the 4-byte-load skinny kernel of the session-3 FP8 path.
+  bool moe_fp4_wide = true;
+  // Its K split stops where a warp would stream fewer than this many 512-K passes per work unit
+  // (1: split for balance across SMs; more: fewer, longer units, each paying one item/table look-up).
+  int moe_fp4_wide_passes = 1;
 };
 
 // The backend on CUDA device `device` (options from the environment).

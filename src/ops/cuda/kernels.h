@@ -115,6 +115,7 @@ struct SkinnyGemmArgs {
   std::int64_t n = 0;
   std::int64_t k = 0;
   int splits = 1;  // K ranges per 16-row tile (set by launch_skinny_gemm)
+  int min_passes = 1;  // launch_skinny_fp4_wide: loads-in-flight passes a warp keeps when K is split
   DevWeight w;     // dense weight; grouped: any expert's (its block and alignment pick the load width)
   const DevWeight* tables[2] = {nullptr, nullptr};
   const int4* items = nullptr;  // grouped: {expert, row_begin, rows <= group_rows, 0}
@@ -129,6 +130,11 @@ constexpr int kSkinnyRowsLarge = 32;
 // Dense: grid_y = ceil(m / group_rows); grouped: grid_y = max items, grid_z = weight sets.
 void launch_skinny_gemm(DevWeightFormat format, int group_rows, bool grouped, const SkinnyGemmArgs& args, int grid_y,
                         int grid_z, cudaStream_t stream);
+// Grouped fp4 GEMM with 16-byte weight loads (fp8_skinny_kernels.cu): ue8m0 weight scales whose rows
+// start 4-byte aligned, K % 128 == 0, act_block == 128; items of <= kSkinnyRowsMid rows. grid_y = max
+// items, grid_z = weight sets (the launch itself is one wave walking the active items).
+constexpr int kSkinnyRowsMid = 16;
+void launch_skinny_fp4_wide(int group_rows, const SkinnyGemmArgs& args, int grid_y, int grid_z, cudaStream_t stream);
 
 // ---- attention ------------------------------------------------------------------------------------
 constexpr int kMaxAttnSources = 4;
