@@ -13,19 +13,7 @@ import csv
 import gzip
 import statistics
 
-
-def busy_ns(intervals):
-    total, cur_s, cur_e = 0, None, None
-    for s, e in sorted(intervals):
-        if cur_e is None or s > cur_e:
-            if cur_e is not None:
-                total += cur_e - cur_s
-            cur_s, cur_e = s, e
-        else:
-            cur_e = max(cur_e, e)
-    if cur_e is not None:
-        total += cur_e - cur_s
-    return total
+from kernel_trace_report import busy_ns  # same folder
 
 
 def main():

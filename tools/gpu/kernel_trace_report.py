@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
-"""Summarises the tail of a kernel_trace.cpp CSV: the last --steps repetitions of the program's
-final, periodic op sequence (a bench's timed decode steps). Prints, per step: device operations,
-GPU busy time (union of their intervals), the GPU span from the first start to the last end, and
-the idle share of that span (launch gaps and host work the GPU waited for).
+"""Summarises the tail of a kernel_trace.cpp CSV (.csv or .csv.gz): the last --steps repetitions of
+the program's final op sequence (a bench's timed decode steps). Steps are cut at each start of the
+--marker kernel (default: the embedding, the first op of every forward) or, with --marker '', found
+as the periodic tail of the op names. Prints the device operations per step, GPU busy time (union of
+their intervals), the GPU span from the first start to the last end, the idle share of that span
+(launch gaps and host work the GPU waited for), and the kernels with the most device time per step.
 
-usage: kernel_trace_report.py TRACE.csv --steps N [--wall-ms W]
+usage: kernel_trace_report.py TRACE.csv[.gz] --steps N [--marker embedding] [--wall-ms W] [--top 12]
 """
 import argparse
 import csv
+import gzip
 import sys
 
 
@@ -34,32 +37,45 @@ def busy_ns(intervals):
     return total
 
 
+def split_steps(rows, marker, count):
+    """The last `count` complete steps of rows (sorted by start), cut at the marker kernel or, without
+    one, at the period of the op names."""
+    if marker:
+        starts = [i for i, r in enumerate(rows) if r[2] == "k" and marker in r[3]]
+        if len(starts) < count + 1:
+            sys.exit(f"kernel_trace_report: {len(starts)} '{marker}' kernels, need {count + 1}")
+        return [rows[starts[j]:starts[j + 1]] for j in range(len(starts) - count - 1, len(starts) - 1)]
+    k = period_of([r[3] for r in rows])
+    if k is None:
+        sys.exit("kernel_trace_report: no periodic tail found")
+    tail = rows[len(rows) - k * count:]
+    return [tail[s * k:(s + 1) * k] for s in range(count)]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("trace")
     ap.add_argument("--steps", type=int, required=True)
+    ap.add_argument("--marker", default="embedding",
+                    help="substring of the first kernel of every step ('': find the periodic tail instead)")
+    ap.add_argument("--top", type=int, default=12, help="kernels listed")
     ap.add_argument("--wall-ms", type=float, default=None, help="host wall time per step, for the table")
     args = ap.parse_args()
     rows = []
-    with open(args.trace) as f:
+    opener = gzip.open if args.trace.endswith(".gz") else open
+    with opener(args.trace, "rt") as f:
         for r in csv.DictReader(f):
             rows.append((int(r["start_ns"]), int(r["end_ns"]), r["kind"], r["name"]))
     rows.sort()
     if not rows:
         sys.exit("kernel_trace_report: empty trace")
-    names = [r[3] for r in rows]
-    k = period_of(names)
-    if k is None:
-        sys.exit("kernel_trace_report: no periodic tail found")
-    tail = rows[len(rows) - k * args.steps:]
-    per_step = []
-    for s in range(args.steps):
-        step = tail[s * k:(s + 1) * k]
-        span = step[-1][1] - step[0][0]
-        per_step.append((busy_ns([(a, b) for a, b, _, _ in step]), span))
+    steps = split_steps(rows, args.marker, args.steps)
+    per_step = [(busy_ns([(a, b) for a, b, _, _ in step]), step[-1][1] - step[0][0]) for step in steps]
     per_step.sort(key=lambda t: t[1])
     busy, span = per_step[len(per_step) // 2]
-    kernels = sum(1 for r in tail[:k] if r[2] == "k")
+    first = steps[0]
+    k = len(first)
+    kernels = sum(1 for r in first if r[2] == "k")
     copies = k - kernels
     print(f"ops per step: {k} ({kernels} kernels, {copies} memcpy/memset)")
     print(f"median step: GPU busy {busy / 1e6:.3f} ms, GPU span {span / 1e6:.3f} ms, "
@@ -68,12 +84,12 @@ def main():
         print(f"host wall per step {args.wall_ms:.3f} ms: GPU busy is {100.0 * busy / 1e6 / args.wall_ms:.0f}% of it; "
               f"{(args.wall_ms - busy / 1e6) * 1e3 / k:.2f} us of non-GPU time per op")
     by_name = {}
-    for a, b, _, name in tail[:k]:
+    for a, b, _, name in first:
         t = by_name.setdefault(name, [0, 0])
         t[0] += 1
         t[1] += b - a
     print("top device time per step (count, us, name):")
-    for name, (cnt, ns) in sorted(by_name.items(), key=lambda kv: -kv[1][1])[:12]:
+    for name, (cnt, ns) in sorted(by_name.items(), key=lambda kv: -kv[1][1])[:args.top]:
         print(f"  {cnt:4d} {ns / 1e3:9.1f}  {name[:100]}")
 
 
