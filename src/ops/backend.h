@@ -1,8 +1,10 @@
 // The op interface every backend implements (CPU reference, CUDA): memory movement plus one
 // virtual function per model op. Outputs are preallocated by the caller (so a CUDA backend can
 // capture graphs); activations may be f32 or bf16 — each op computes in f32 and rounds to the
-// output tensor's dtype. Every op is row-wise batch invariant: an output row depends only on
-// its own inputs, never on how many rows were computed together.
+// output tensor's dtype. An output row depends only on its own inputs; whether also its bits are
+// independent of how many rows were computed together (batch invariance) depends on the backend:
+// always on the CPU; on CUDA only with batch_invariant (DEEPINFER_BATCH_INVARIANT=1), since by
+// default the GEMM / attention kernel and split are chosen by the number of rows (docs/CUDA.md).
 // Aliasing: rope, hadamard and fake_quant_* work in place by definition; rms_norm (out == x),
 // scale and add (out == a), swiglu (out == gate) and convert may write over their input; every
 // other op's outputs must not overlap its inputs (hc_post in particular reads every stream of a

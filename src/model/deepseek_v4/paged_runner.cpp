@@ -9,7 +9,6 @@
 #include "cache/hash.h"
 #include "common/error.h"
 #include "io/model_config.h"
-#include "ops/cuda/cuda_backend.h"
 
 namespace deepinfer::model::v4 {
 
@@ -144,7 +143,11 @@ void PagedModelRunner::launch(const engine::ForwardBatch& batch) {
     rows += s.num_logits;
   }
   ops::Backend& be = model_.backend();
-  logits_ = be.empty(Shape{rows, vocab}, DType::kF32);
+  // One logits buffer for every step, grown when a step needs more rows: a fresh allocation per
+  // step would put cudaMalloc / cudaFree (which may synchronise) into the gap between GPU steps.
+  // Step N's logits are consumed (sampled or copied out) before step N+1 is launched.
+  if (logits_buffer_rows() < rows || logits_buffer_.ndim() != 2) logits_buffer_ = be.empty(Shape{rows, vocab}, DType::kF32);
+  logits_ = logits_buffer_.narrow(0, 0, rows);
   model_.forward(chunks, logits_);
   for (const engine::ForwardSeq& s : batch.seqs) {
     if (s.save_snapshot >= 0) {
@@ -181,25 +184,8 @@ void PagedModelRunner::collect(std::span<float> logits) {
   be.synchronize();
 }
 
-namespace {
-
-std::unique_ptr<ops::Backend> make_backend(const std::string& device) {
-  if (device == "cpu") return ops::make_cpu_backend();
-  if (device == "cuda") return ops::make_cuda_backend(0);
-  if (device.starts_with("cuda:")) {
-    const std::string index = device.substr(5);
-    DI_CHECK(!index.empty() && index.find_first_not_of("0123456789") == std::string::npos && index.size() < 4,
-             "device '{}': expected cpu, cuda or cuda:N", device);
-    return ops::make_cuda_backend(std::stoi(index));
-  }
-  throw_error("device '{}': expected cpu, cuda or cuda:N", device);
-}
-
-}  // namespace
-
-OpenedRunner open_paged_runner(const std::filesystem::path& directory, std::optional<NumericMode> mode,
-                               const std::string& device) {
-  std::unique_ptr<ops::Backend> backend = make_backend(device);
+OpenedRunner open_paged_runner(const std::filesystem::path& directory, std::optional<NumericMode> mode) {
+  std::unique_ptr<ops::Backend> backend = ops::make_cpu_backend();
   LoadedModel loaded = open_model(directory, mode, *backend);
   auto runner = std::make_unique<OwningPagedRunner>(std::move(backend), std::move(loaded));
   OpenedRunner opened;

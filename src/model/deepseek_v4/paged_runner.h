@@ -49,6 +49,8 @@ class PagedModelRunner final : public engine::ModelRunner {
   std::vector<std::vector<std::int32_t>> snapshot_recent_;  // each snapshot's Engram token history
   const engine::ForwardBatch* launched_ = nullptr;  // between launch() and collect()
   Tensor logits_;                                   // the launched step's logits [rows, vocab]
+  Tensor logits_buffer_;                            // grow-only storage behind logits_
+  std::int64_t logits_buffer_rows() const { return logits_buffer_.ndim() == 2 ? logits_buffer_.dim(0) : 0; }
 };
 
 // A PagedModelRunner that owns its backend and its loaded model (destroyed runner first, backend last).
@@ -80,9 +82,8 @@ struct OpenedRunner {
   NumericMode mode = NumericMode::kExact;
 };
 
-// Opens a V4 or V4.1 checkpoint directory (open_model) on `device` ("cpu" or "cuda"/"cuda:N");
-// mode as given, or the checkpoint's default.
-OpenedRunner open_paged_runner(const std::filesystem::path& directory, std::optional<NumericMode> mode,
-                               const std::string& device = "cpu");
+// Opens a V4 or V4.1 checkpoint directory (open_model) on the CPU backend; mode as given, or the
+// checkpoint's default (tests and benches; model/executor.h opens on any device with a memory plan).
+OpenedRunner open_paged_runner(const std::filesystem::path& directory, std::optional<NumericMode> mode);
 
 }  // namespace deepinfer::model::v4
