@@ -33,10 +33,14 @@ struct Csa2Shared {
 void attention_forward(v4::ForwardContext& cx, const io::LayerSpec& spec, const LayerWeights& w, const v4::Step& step,
                        bool tail, Csa2Shared& shared, const Tensor& u, Tensor& out);
 
+// The Engram table rows of one Engram layer for a step, dequantised to f32 on the host (the tables
+// stay in host memory): out[t, c·dim + i] for row t and hash column c, as f32 bit patterns (the
+// step's Engram rows go to the device in one staged upload). ids: the step's host token ids.
+void gather_engram_rows(const EngramWeights& w, int engram_index, const engram::EngramHasher& hasher,
+                        const v4::Step& step, std::span<const std::int32_t> ids, std::int64_t head_dim,
+                        std::span<std::int32_t> out);
 // The Engram read before block `spec.index` (MODEL_SPEC B4.7): adds the gated n-gram memory
-// value to every copy of `stream` [T, n, D]. ids: the step's host token ids.
-void engram_forward(v4::ForwardContext& cx, const EngramWeights& w, int engram_index,
-                    const engram::EngramHasher& hasher, const v4::Step& step, std::span<const std::int32_t> ids,
-                    Tensor& stream);
+// value to every copy of `stream` [T, n, D]. rows: f32 [T, columns · head_dim] on the device.
+void engram_forward(v4::ForwardContext& cx, const EngramWeights& w, const Tensor& rows, Tensor& stream);
 
 }  // namespace deepinfer::model::v41

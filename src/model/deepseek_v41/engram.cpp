@@ -1,7 +1,10 @@
 // The V4.1 Engram read-out (MODEL_SPEC B4.7): row ids from the hasher (host, from token ids and
 // each sequence's recent history), the table rows gathered and dequantised on the host (the
-// tables stay in host memory), then wkv on the backend and the per-copy gate op.
+// tables stay in host memory) before the step's layers run, then wkv on the backend and the
+// per-copy gate op.
 #include <algorithm>
+#include <cstring>
+#include <vector>
 
 #include "common/error.h"
 #include "model/deepseek_v41/csa2.h"
@@ -33,33 +36,37 @@ void dequant_row(const EngramWeights& w, std::int64_t row, std::int64_t dim, flo
 
 }  // namespace
 
-void engram_forward(v4::ForwardContext& cx, const EngramWeights& w, int engram_index,
-                    const engram::EngramHasher& hasher, const v4::Step& step, std::span<const std::int32_t> ids,
-                    Tensor& stream) {
-  const io::ModelConfig& c = cx.config;
-  const std::int64_t t = step.tokens, cols = hasher.columns(), dim = c.engram.head_dim;
-  const std::int64_t n = c.hc_mult, D = c.hidden_size;
+void gather_engram_rows(const EngramWeights& w, int engram_index, const engram::EngramHasher& hasher,
+                        const v4::Step& step, std::span<const std::int32_t> ids, std::int64_t head_dim,
+                        std::span<std::int32_t> out) {
+  const std::int64_t t = step.tokens, cols = hasher.columns();
+  DI_CHECK(static_cast<std::int64_t>(out.size()) == t * cols * head_dim, "engram rows: {} values for {} x {} x {}",
+           out.size(), t, cols, head_dim);
   std::vector<std::int32_t> row_ids(static_cast<std::size_t>(t * cols));
   for (const v4::Segment& seg : step.segments) {
-    const std::span<std::int32_t> out(row_ids.data() + seg.offset * cols, static_cast<std::size_t>(seg.count * cols));
+    const std::span<std::int32_t> seg_ids(row_ids.data() + seg.offset * cols, static_cast<std::size_t>(seg.count * cols));
     hasher.row_ids(engram_index, seg.state->recent_tokens, seg.start_pos,
-                   ids.subspan(static_cast<std::size_t>(seg.offset), static_cast<std::size_t>(seg.count)), out);
+                   ids.subspan(static_cast<std::size_t>(seg.offset), static_cast<std::size_t>(seg.count)), seg_ids);
   }
-  Tensor gathered = Tensor::empty(Shape{t, cols * dim}, DType::kF32);
+  std::vector<float> values(static_cast<std::size_t>(head_dim));
   for (std::int64_t i = 0; i < t * cols; ++i) {
     const std::int32_t row = row_ids[static_cast<std::size_t>(i)];
     DI_CHECK(row >= 0 && row < w.table.dim(0), "engram layer {}: row id {} outside the table ({} rows)",
              hasher.layer_id(engram_index), row, w.table.dim(0));
-    dequant_row(w, row, dim, gathered.data<float>() + i * dim);
+    dequant_row(w, row, head_dim, values.data());
+    std::memcpy(out.data() + i * head_dim, values.data(), values.size() * sizeof(float));
   }
+}
+
+void engram_forward(v4::ForwardContext& cx, const EngramWeights& w, const Tensor& rows, Tensor& stream) {
+  const io::ModelConfig& c = cx.config;
+  const std::int64_t t = rows.dim(0), width = rows.dim(1);
+  const std::int64_t n = c.hc_mult, D = c.hidden_size;
   ops::Backend& be = cx.backend;
-  Tensor e = cx.act(Shape{t, cols * dim});
-  if (e.dtype() == DType::kF32) {
-    be.copy(gathered, e);
-  } else {
-    Tensor e_f32 = cx.alloc(Shape{t, cols * dim}, DType::kF32);
-    be.copy(gathered, e_f32);
-    be.convert(e_f32, e);  // exact: FP8 × 2^k values fit bf16
+  Tensor e = rows;
+  if (cx.numerics.act != DType::kF32) {
+    e = cx.act(Shape{t, width});
+    be.convert(rows, e);  // exact: FP8 × 2^k values fit bf16
   }
   Tensor kv = cx.act(Shape{t, (n + 1) * D});
   be.linear(e, w.wkv, cx.linear_options(w.wkv), kv);

@@ -110,7 +110,8 @@ Model::Model(const io::ModelConfig& config, ops::Backend& backend, const v4::Num
       numerics_(numerics),
       step_ws_(backend),
       layer_ws_(backend),
-      staging_(std::make_unique<v4::MetaStaging>(backend)) {}
+      staging_(std::make_unique<v4::MetaStaging>(backend)),
+      engram_staging_(std::make_unique<v4::MetaStaging>(backend)) {}
 
 std::unique_ptr<Model> Model::load(const v4::WeightSource& weights, const io::ModelConfig& config,
                                    ops::Backend& backend, const v4::Numerics& numerics,
@@ -174,6 +175,29 @@ std::vector<std::int32_t> tail_logit_rows(std::span<const SequenceModel::Chunk> 
 
 }  // namespace
 
+std::vector<Tensor> Model::upload_engram_rows(const v4::Step& step, std::span<const std::int32_t> ids) {
+  const auto& layers = config_.engram.layer_ids;
+  if (layers.empty()) return {};
+  // Every Engram layer's rows depend only on the step's tokens and histories: gathered on the host
+  // up front and uploaded in one staged copy (no synchronising copy inside the layer loop).
+  const std::int64_t dim = config_.engram.head_dim, per_layer = step.tokens * hasher_->columns() * dim;
+  std::vector<std::int32_t> host(static_cast<std::size_t>(per_layer) * layers.size());
+  for (std::size_t e = 0; e < layers.size(); ++e) {
+    const LayerWeights& w = weights_.layers[static_cast<std::size_t>(layers[e])];
+    gather_engram_rows(*w.engram, static_cast<int>(e), *hasher_, step, ids, dim,
+                       std::span<std::int32_t>(host).subspan(e * static_cast<std::size_t>(per_layer),
+                                                            static_cast<std::size_t>(per_layer)));
+  }
+  Tensor device = engram_staging_->upload(host);
+  std::vector<Tensor> rows;
+  for (std::size_t e = 0; e < layers.size(); ++e) {
+    auto* base = static_cast<std::int32_t*>(device.raw_data()) + e * static_cast<std::size_t>(per_layer);
+    rows.push_back(Tensor::view_of(base, Shape{step.tokens, hasher_->columns() * dim}, DType::kF32, nullptr,
+                                   device.device()));
+  }
+  return rows;
+}
+
 void Model::forward(std::span<const Chunk> chunks, Tensor& logits) {
   v4::StepPlan plan = v4::plan_step(chunks, config_, logits);
   Step& step = plan.step;
@@ -218,6 +242,7 @@ void Model::forward(std::span<const Chunk> chunks, Tensor& logits) {
             step_ws_.alloc(Shape{step.tokens, n, dim}, numerics_.act), metas.front().one_hot};
   backend_.embedding(step.ids, weights_.embed, s.stream);
   const auto& engram_ids = config_.engram.layer_ids;
+  const std::vector<Tensor> engram_rows = upload_engram_rows(step, plan.ids);
   for (int layer = 0; layer < config_.num_layers; ++layer) {
     const bool in_tail = split && layer > last_kv_source_;
     if (split && layer == last_kv_source_ + 1) {  // late layers: only the tails' rows go on
@@ -231,7 +256,7 @@ void Model::forward(std::span<const Chunk> chunks, Tensor& logits) {
     const LayerWeights& w = weights_.layers[static_cast<std::size_t>(layer)];
     if (w.engram) {
       const auto e = static_cast<int>(std::find(engram_ids.begin(), engram_ids.end(), layer) - engram_ids.begin());
-      engram_forward(cx, *w.engram, e, *hasher_, step, plan.ids, s.stream);
+      engram_forward(cx, *w.engram, engram_rows[static_cast<std::size_t>(e)], s.stream);
     }
     block_forward(cx, config_.layer(layer), w, in_tail ? tail.step : step, in_tail, shared, s);
     layer_ws_.reset();

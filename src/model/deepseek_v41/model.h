@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <vector>
 
 #include "io/model_config.h"
 #include "model/deepseek_v4/numerics.h"
@@ -22,6 +23,10 @@
 #include "model/sequence_model.h"
 #include "ops/backend.h"
 #include "ops/workspace.h"
+
+namespace deepinfer::model::v4 {
+struct Step;
+}  // namespace deepinfer::model::v4
 
 namespace deepinfer::model::v41 {
 
@@ -69,6 +74,10 @@ class Model final : public SequenceModel {
   ops::Workspace layer_ws_;
   std::shared_ptr<v4::StateArena> arena_;  // the model's own sequences (new_sequence)
   std::unique_ptr<v4::MetaStaging> staging_;  // the steps' metadata
+  std::unique_ptr<v4::MetaStaging> engram_staging_;  // the steps' Engram table rows (f32 bit patterns)
+
+  // The step's Engram rows of every Engram layer, f32 [T, columns · head_dim] each, in one upload.
+  std::vector<Tensor> upload_engram_rows(const v4::Step& step, std::span<const std::int32_t> ids);
 };
 
 }  // namespace deepinfer::model::v41
