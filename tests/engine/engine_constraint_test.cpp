@@ -118,26 +118,10 @@ TEST(EngineConstraints, InvalidOrUnsupportedConstraintsFailTheRequestOnly) {
   EXPECT_FALSE(engine->has_unfinished());
 }
 
-// A model that fails on its third forward.
-class FailingRunner final : public ModelRunner {
- public:
-  cache::CacheSpec cache_spec() const override { return inner_.cache_spec(); }
-  std::int32_t vocab_size() const override { return inner_.vocab_size(); }
-  void allocate_cache(const cache::CacheLayout& layout) override { inner_.allocate_cache(layout); }
-  void forward(const ForwardBatch& batch, std::span<float> logits) override {
-    if (++calls_ == 3) throw Error("device lost");
-    inner_.forward(batch, logits);
-  }
-
- private:
-  FakeModelRunner inner_;
-  int calls_ = 0;
-};
-
 TEST(EngineFailures, AModelErrorEndsThatBatchsRequestsAndTheEngineGoesOn) {
   EngineConfig config = small_config();
   config.worker_threads = 2;
-  Engine engine(config, std::make_unique<FailingRunner>());
+  Engine engine(config, std::make_unique<testing::FailingRunner>());
   engine.set_constraint_factory(std::make_shared<ModuloConstraintFactory>(64));
   SamplingParams p;
   p.max_tokens = 10;

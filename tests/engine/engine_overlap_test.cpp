@@ -238,27 +238,11 @@ TEST(EngineOverlap, StructuredOutputMasksGiveTheSameOutputsOnTheDeviceAndOverlap
   expect_same_outputs(want, run(EngineConfig::Overlap::kOn, true), "overlapped device");
 }
 
-// A model whose third forward fails (inside collect(), where the default launch/collect pair runs it).
-class ThrowingRunner final : public ModelRunner {
- public:
-  cache::CacheSpec cache_spec() const override { return inner_.cache_spec(); }
-  std::int32_t vocab_size() const override { return inner_.vocab_size(); }
-  void allocate_cache(const cache::CacheLayout& layout) override { inner_.allocate_cache(layout); }
-  void forward(const ForwardBatch& batch, std::span<float> logits) override {
-    if (++calls_ == 3) throw Error("device lost");
-    inner_.forward(batch, logits);
-  }
-
- private:
-  FakeModelRunner inner_;
-  int calls_ = 0;
-};
-
 TEST(EngineOverlap, AModelErrorWhileOverlappedEndsThatBatchsRequestsAndTheEngineGoesOn) {
   EngineConfig config = small_config();
   config.overlap = EngineConfig::Overlap::kOn;
   config.worker_threads = 2;
-  Engine engine(config, std::make_unique<ThrowingRunner>());
+  Engine engine(config, std::make_unique<testing::FailingRunner>());
   SamplingParams p;
   p.max_tokens = 10;
   engine.add_request("a", make_prompt(6, 1, 64), p);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -89,6 +90,23 @@ class ModuloConstraintFactory final : public TokenConstraintFactory {
 
  private:
   std::int32_t vocab_;
+};
+
+// The fake model failing on its third forward ("device lost"); with the default launch/collect pair
+// the failure surfaces inside collect().
+class FailingRunner final : public ModelRunner {
+ public:
+  cache::CacheSpec cache_spec() const override { return inner_.cache_spec(); }
+  std::int32_t vocab_size() const override { return inner_.vocab_size(); }
+  void allocate_cache(const cache::CacheLayout& layout) override { inner_.allocate_cache(layout); }
+  void forward(const ForwardBatch& batch, std::span<float> logits) override {
+    if (++calls_ == 3) throw Error("device lost");
+    inner_.forward(batch, logits);
+  }
+
+ private:
+  FakeModelRunner inner_;
+  int calls_ = 0;
 };
 
 struct Generated {
