@@ -11,9 +11,16 @@
 
 #include "ops/cuda/device_formats.cuh"
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/skinny_mma.cuh"
 
 namespace deepinfer::ops::cuda {
 namespace {
+
+using skinny::e2m1x4_to_e4m3x4;
+using skinny::kSkinnyWarps;
+using skinny::mma_e4m3;
+using skinny::resident_blocks;
+using skinny::sum_splits_and_store;
 
 // Weight block scales (ue8m0 bytes or f32) -> f32 [rows][ld], ld >= cols (padding zeroed).
 __global__ void weight_scale_f32_kernel(DevWeight w, std::int64_t rows, std::int64_t cols, float* out,
@@ -32,63 +39,6 @@ __global__ void weight_scale_f32_kernel(DevWeight w, std::int64_t rows, std::int
 }
 
 // ---- skinny GEMM -------------------------------------------------------------------------------------
-constexpr int kSkinnyWarps = 8;
-
-__device__ __forceinline__ void mma_e4m3(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
-                                         std::uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ std::uint32_t prmt(std::uint32_t a, std::uint32_t b, std::uint32_t sel) {
-  std::uint32_t d;
-  asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
-  return d;
-}
-
-// Four e2m1 nibbles (bits 0..15 of w) -> four e4m3 bytes, exactly: the magnitude through a byte
-// table {0, 0.5, 1, 1.5, 2, 3, 4, 6}, the sign through prmt's sign-replicate mode (selector nibble 8
-// replicates the msb of table byte 0 = 0x80 -> 0xff; nibble 0 copies 0x80), shifted into bit 7.
-__device__ __forceinline__ std::uint32_t e2m1x4_to_e4m3x4(std::uint32_t w) {
-  const std::uint32_t mag = prmt(0x3c383000u, 0x4c484440u, w & 0x7777u);
-  const std::uint32_t rep = prmt(0x00000080u, 0u, w & 0x8888u);
-  return mag | ((rep << 1) & 0x80808080u);
-}
-
-// The end of a skinny block: every warp parks its accumulators in `red`; the first split warp of each
-// 16-row tile sums the tile's K-split partials in split order and writes the tile's outputs.
-template <int J>
-__device__ __forceinline__ void sum_splits_and_store(float (&red)[kSkinnyWarps][J * 4][32], const float (&acc)[J][4],
-                                                     const SkinnyGemmArgs& args, void* out, std::int64_t row0,
-                                                     int mrows, std::int64_t ra, std::int64_t rb, bool first_split) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, tig = lane % 4;
-#pragma unroll
-  for (int j = 0; j < J; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) red[warp][j * 4 + e][lane] = acc[j][e];
-  __syncthreads();
-  if (!first_split) return;
-#pragma unroll
-  for (int j = 0; j < J; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int col = j * 8 + tig * 2 + (e & 1);
-      const std::int64_t n = e < 2 ? ra : rb;
-      if (col >= mrows || n >= args.n) continue;
-      float total = 0.0f;
-      for (int s2 = 0; s2 < args.splits; ++s2) total += red[warp + s2][j * 4 + e][lane];
-      const std::int64_t row = row0 + col;
-      if (args.out_bf16) {
-        static_cast<std::uint16_t*>(out)[row * args.ldo + n] = f32_to_bf16_bits(total);
-      } else {
-        static_cast<float*>(out)[row * args.ldo + n] = total;
-      }
-    }
-}
-
 // F: 2 = fp8 block weights, 3 = fp4. J: groups of 8 activation rows multiplied with each weight
 // fragment (an item holds up to 8·J rows). P: 32-K steps per weight load (2: 16-byte loads of fp8
 // rows, for 64-aligned weight and act blocks; 1: 8-byte fp8 / 4-byte fp4 loads). GROUPED: blockIdx.y
@@ -240,21 +190,6 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_gemm_kernel(SkinnyGe
   sum_splits_and_store<J>(red, acc, args, out, row0, mrows, ra, rb, split == 0);
 }
 
-// Blocks of kSkinnyWarps warps of `Kernel` resident on the current device at once. Blocks per SM
-// depend on the kernel's registers only (every device here is an sm_90 part).
-template <auto Kernel>
-std::int64_t resident_blocks() {
-  static const int per_sm = [] {
-    int n = 1;
-    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, Kernel, kSkinnyWarps * 32, 0);
-    return n < 1 ? 1 : n;
-  }();
-  int device = 0, sms = 1;
-  cudaGetDevice(&device);
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  return static_cast<std::int64_t>(per_sm) * sms;
-}
-
 // Splits K per 16-row tile as far as the blocks still fit on the GPU in one wave (occupancy from the
 // runtime), so every SM streams weights and no second wave waits; then launches.
 template <int F, int J, int P, bool GROUPED>
@@ -271,144 +206,6 @@ void launch_skinny_config(const SkinnyGemmArgs& args, int grid_y, int grid_z, cu
   const dim3 grid(static_cast<unsigned>((tiles + tiles_per_block - 1) / tiles_per_block), static_cast<unsigned>(grid_y),
                   static_cast<unsigned>(grid_z));
   kernel<<<grid, kSkinnyWarps * 32, 0, stream>>>(a);
-}
-
-// ---- grouped fp4 GEMM with 16-byte weight loads ------------------------------------------------------
-// The kernel above loads 4 bytes of fp4 per lane and step (a quad must hold one 32-K scale block), so
-// a warp has ~2 KB in flight and the grouped expert GEMMs stream at ~1 TB/s. Here each lane loads 16
-// bytes (a whole 32-K block) of rows g and g+8 per 128-K chunk; the quad's four blocks are turned
-// into the four steps' fragments through a per-warp shared-memory transpose (store 16 bytes, read
-// back word `tig` of each block), so every mma still sees one weight scale and the A / B K
-// permutation of the kernel above (bit-identical partial sums per 32-K step). Work units
-// {item, weight set, 16·(8 / splits) rows} are walked by a grid of one wave (grid-stride, active
-// items first), so every SM streams whatever the number of touched experts.
-constexpr int kWideRowBytes = 80;  // transpose slot per row: 20 words, conflict-free word reads
-
-template <int J, int Q>
-__global__ void __launch_bounds__(kSkinnyWarps * 32, 2) skinny_fp4_wide_kernel(SkinnyGemmArgs args, int grid_z,
-                                                                               std::int64_t tile_blocks) {
-  __shared__ __align__(16) std::uint8_t stage[kSkinnyWarps][Q][2][8 * kWideRowBytes];
-  __shared__ float red[kSkinnyWarps][J * 4][32];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int g = lane / 4, tig = lane % 4;
-  const int splits = args.splits;
-  const int split = warp % splits;
-  const std::int64_t chunks = args.k / 128;
-  const std::int64_t per = (chunks + splits - 1) / splits;
-  const std::int64_t c_begin = split * per, c_end = min(chunks, c_begin + per);
-  const std::int64_t row_bytes = args.k / 2;
-  const std::int64_t active = static_cast<std::int64_t>(*args.item_count) * grid_z * tile_blocks;
-  for (std::int64_t v = blockIdx.x; v < active; v += gridDim.x) {
-    const std::int64_t tb = v % tile_blocks;
-    const int z = static_cast<int>(v / tile_blocks % grid_z);
-    const int4 item = args.items[v / tile_blocks / grid_z];
-    const DevWeight w = args.tables[z][item.x];
-    const std::int64_t row0 = item.y;
-    const int mrows = item.z;
-    const std::int64_t n0 = (tb * (kSkinnyWarps / splits) + warp / splits) * 16;
-    const std::int64_t ra = n0 + g, rb = n0 + g + 8;
-    const bool va = ra < args.n, vb = rb < args.n;
-    auto act_row = [&](int c) -> std::int64_t {
-      if (c >= mrows) c = 0;
-      return args.x_rows ? args.x_rows[row0 + c] : row0 + c;
-    };
-    const std::uint8_t* xp[J];
-    const float* xsp[J][2];
-#pragma unroll
-    for (int j = 0; j < J; ++j) {
-      xp[j] = args.x + act_row(j * 8 + g) * args.ldx + tig * 8;
-#pragma unroll
-      for (int e = 0; e < 2; ++e) xsp[j][e] = args.xs + act_row(j * 8 + tig * 2 + e);
-    }
-    const auto* pa = static_cast<const std::uint8_t*>(w.data) + (va ? ra : 0) * row_bytes + tig * 16;
-    const auto* pb = static_cast<const std::uint8_t*>(w.data) + (vb ? rb : 0) * row_bytes + tig * 16;
-    // ue8m0 scales [n][k / 32]: the four of a 128-K chunk are one aligned word.
-    const auto* sa_p = reinterpret_cast<const std::uint32_t*>(static_cast<const std::uint8_t*>(w.scale) +
-                                                              (va ? ra : 0) * w.scale_ld);
-    const auto* sb_p = reinterpret_cast<const std::uint32_t*>(static_cast<const std::uint8_t*>(w.scale) +
-                                                              (vb ? rb : 0) * w.scale_ld);
-    float acc[J][4] = {};
-    for (std::int64_t c0 = c_begin; c0 < c_end; c0 += Q) {
-      uint4 wa[Q], wb[Q];
-      std::uint32_t rsa[Q], rsb[Q];
-      uint2 xb[Q][4][J];
-      float xsv[Q][J][2];
-#pragma unroll
-      for (int q = 0; q < Q; ++q) {
-        const std::int64_t c = c0 + q < c_end ? c0 + q : c0;
-        wa[q] = __ldg(reinterpret_cast<const uint4*>(pa + c * 64));
-        wb[q] = __ldg(reinterpret_cast<const uint4*>(pb + c * 64));
-        rsa[q] = __ldg(sa_p + c);
-        rsb[q] = __ldg(sb_p + c);
-#pragma unroll
-        for (int s = 0; s < 4; ++s)
-#pragma unroll
-          for (int j = 0; j < J; ++j) xb[q][s][j] = *reinterpret_cast<const uint2*>(xp[j] + c * 128 + s * 32);
-        const std::int64_t xs_off = c * 128 / args.act_block * args.xs_ld;
-#pragma unroll
-        for (int j = 0; j < J; ++j) {
-          xsv[q][j][0] = xsp[j][0][xs_off];
-          xsv[q][j][1] = xsp[j][1][xs_off];
-        }
-      }
-#pragma unroll
-      for (int q = 0; q < Q; ++q) {
-        *reinterpret_cast<uint4*>(&stage[warp][q][0][g * kWideRowBytes + tig * 16]) = wa[q];
-        *reinterpret_cast<uint4*>(&stage[warp][q][1][g * kWideRowBytes + tig * 16]) = wb[q];
-      }
-      __syncwarp();
-#pragma unroll
-      for (int q = 0; q < Q; ++q) {
-        if (c0 + q >= c_end) break;
-#pragma unroll
-        for (int s = 0; s < 4; ++s) {
-          const std::uint32_t ua = *reinterpret_cast<const std::uint32_t*>(&stage[warp][q][0][g * kWideRowBytes + s * 16 + tig * 4]);
-          const std::uint32_t ub = *reinterpret_cast<const std::uint32_t*>(&stage[warp][q][1][g * kWideRowBytes + s * 16 + tig * 4]);
-          const std::uint32_t a[4] = {e2m1x4_to_e4m3x4(ua), e2m1x4_to_e4m3x4(ub), e2m1x4_to_e4m3x4(ua >> 16),
-                                      e2m1x4_to_e4m3x4(ub >> 16)};
-          const float sa = ue8m0_to_f32(static_cast<std::uint8_t>(rsa[q] >> (8 * s)));
-          const float sb = ue8m0_to_f32(static_cast<std::uint8_t>(rsb[q] >> (8 * s)));
-#pragma unroll
-          for (int j = 0; j < J; ++j) {
-            if (j * 8 >= mrows) break;
-            float cc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            mma_e4m3(cc, a, xb[q][s][j].x, xb[q][s][j].y);
-            const float x0 = xsv[q][j][0], x1 = xsv[q][j][1];
-            acc[j][0] = fmaf(cc[0], sa * x0, acc[j][0]);
-            acc[j][1] = fmaf(cc[1], sa * x1, acc[j][1]);
-            acc[j][2] = fmaf(cc[2], sb * x0, acc[j][2]);
-            acc[j][3] = fmaf(cc[3], sb * x1, acc[j][3]);
-          }
-        }
-      }
-      __syncwarp();
-    }
-    sum_splits_and_store<J>(red, acc, args, args.out[z], row0, mrows, ra, rb, split == 0);
-    __syncthreads();  // red is rewritten by the next unit
-  }
-}
-
-// Splits K (per 16-row tile) until the work units number at least 4 per resident block, so the
-// grid-stride walk leaves at most ~25% imbalance between SMs, or until a split would hold fewer than
-// min_passes passes of Q chunks; the grid is one wave of blocks.
-template <int J, int Q>
-void launch_fp4_wide_config(const SkinnyGemmArgs& args, int grid_y, int grid_z, cudaStream_t stream) {
-  auto kernel = skinny_fp4_wide_kernel<J, Q>;
-  const std::int64_t resident = resident_blocks<skinny_fp4_wide_kernel<J, Q>>();
-  const std::int64_t tiles = (args.n + 15) / 16;
-  const std::int64_t chunks = args.k / 128;
-  auto tile_blocks = [&](int splits) {
-    return (tiles + kSkinnyWarps / splits - 1) / (kSkinnyWarps / splits);
-  };
-  SkinnyGemmArgs a = args;
-  a.splits = 1;
-  const std::int64_t min_chunks = static_cast<std::int64_t>(std::max(args.min_passes, 1)) * Q;
-  while (a.splits < kSkinnyWarps && tile_blocks(a.splits) * grid_y * grid_z < 4 * resident &&
-         chunks >= 2 * a.splits * min_chunks)
-    a.splits *= 2;
-  const std::int64_t units = tile_blocks(a.splits) * grid_y * grid_z;
-  const auto grid = static_cast<unsigned>(std::min<std::int64_t>(units, resident));
-  kernel<<<grid, kSkinnyWarps * 32, 0, stream>>>(a, grid_z, tile_blocks(a.splits));
 }
 
 template <int F, int P>
@@ -445,14 +242,6 @@ void launch_skinny_gemm(DevWeightFormat format, int group_rows, bool grouped, co
     launch_skinny_rows<2, 2>(group_rows, grouped, args, grid_y, grid_z, stream);
   } else {
     launch_skinny_rows<2, 1>(group_rows, grouped, args, grid_y, grid_z, stream);
-  }
-}
-
-void launch_skinny_fp4_wide(int group_rows, const SkinnyGemmArgs& args, int grid_y, int grid_z, cudaStream_t stream) {
-  if (group_rows <= kSkinnyRowsSmall) {
-    launch_fp4_wide_config<1, 4>(args, grid_y, grid_z, stream);
-  } else {
-    launch_fp4_wide_config<2, 2>(args, grid_y, grid_z, stream);
   }
 }
 

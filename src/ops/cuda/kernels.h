@@ -130,7 +130,7 @@ constexpr int kSkinnyRowsLarge = 32;
 // Dense: grid_y = ceil(m / group_rows); grouped: grid_y = max items, grid_z = weight sets.
 void launch_skinny_gemm(DevWeightFormat format, int group_rows, bool grouped, const SkinnyGemmArgs& args, int grid_y,
                         int grid_z, cudaStream_t stream);
-// Grouped fp4 GEMM with 16-byte weight loads (fp8_skinny_kernels.cu): ue8m0 weight scales whose rows
+// Grouped fp4 GEMM with 16-byte weight loads (moe_fp4_kernels.cu): ue8m0 weight scales whose rows
 // start 4-byte aligned, K % 128 == 0, act_block == 128; items of <= kSkinnyRowsMid rows. grid_y = max
 // items, grid_z = weight sets (the launch itself is one wave walking the active items).
 constexpr int kSkinnyRowsMid = 16;
