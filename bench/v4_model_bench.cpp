@@ -96,17 +96,22 @@ std::pair<double, double> measure_ceilings(ops::Backend& be, bool gpu) {
 }
 
 // Bytes of the weights (as released) split into routed experts and the rest; active parameters per
-// token (every matrix but the embedding, num_experts_per_tok routed experts per layer).
+// token (every matrix but the embedding, num_experts_per_tok routed experts per layer). A decode step
+// reads one embedding row per token, not the table, so the table is kept apart for the byte floor.
 struct WeightSizes {
-  double expert_bytes = 0, other_bytes = 0, active_params = 0;
+  double expert_bytes = 0, other_bytes = 0, embed_bytes = 0, active_params = 0;
 };
 
 WeightSizes weight_sizes(const io::ModelConfig& c) {
   WeightSizes s;
   for (const model::ManifestEntry& e : model::build_weight_manifest(c)) {
     const bool expert = e.component == model::Component::kRoutedExperts;
+    if (e.name == "embed.weight") {
+      s.embed_bytes += static_cast<double>(e.released_bytes());
+      continue;
+    }
     (expert ? s.expert_bytes : s.other_bytes) += static_cast<double>(e.released_bytes());
-    if (e.name == "embed.weight" || e.shape.ndim() != 2) continue;
+    if (e.shape.ndim() != 2) continue;
     s.active_params += static_cast<double>(e.numel()) * (expert ? double(c.num_experts_per_tok) / c.n_routed_experts : 1.0);
   }
   return s;
@@ -161,7 +166,7 @@ int main(int argc, char** argv) try {
   const auto [bandwidth, flops] = measure_ceilings(be, gpu);
   std::printf("# V4 model bench: %s, %d layers, %s backend, reference-qat, dummy FP8/FP4 weights (%.3g GB)\n\n",
               path.string().c_str(), c.num_layers, std::string(be.name()).c_str(),
-              (ws.expert_bytes + ws.other_bytes) / 1e9);
+              (ws.expert_bytes + ws.other_bytes + ws.embed_bytes) / 1e9);
   std::printf("Ceilings measured in this run: copy %.2f TB/s (read + write), bf16 GEMM %.3g TFLOP/s (linear, %s)\n\n",
               bandwidth / 1e12, flops / 1e12, gpu ? "8192^3" : "1024^3");
   std::unique_ptr<Model> m;
@@ -208,10 +213,11 @@ int main(int argc, char** argv) try {
       };
       const double eager = timed(false);
       const double t = timed(true);
-      // Weights read once per step (routed experts: the expected distinct share under uniform routing)
-      // plus every token's KV rows.
+      // Weights read once per step (routed experts: the expected distinct share under uniform routing;
+      // the embedding table: one row per token) plus every token's KV rows.
       const double touched = 1.0 - std::pow(1.0 - double(c.num_experts_per_tok) / c.n_routed_experts, double(batch));
-      const double bytes = ws.other_bytes + ws.expert_bytes * touched + double(batch) * kv_bytes_per_token(c, ctx);
+      const double bytes = ws.other_bytes + ws.expert_bytes * touched +
+                           double(batch) * (ws.embed_bytes / double(c.vocab_size) + kv_bytes_per_token(c, ctx));
       const double floor = bytes / bandwidth;
       std::printf("| %lld | %lld | %.2f | %.2f | %.0f | %.3f | %.0f%% |\n", static_cast<long long>(batch),
                   static_cast<long long>(ctx), 1e3 * t, 1e3 * eager, static_cast<double>(batch) / t, 1e3 * floor,
