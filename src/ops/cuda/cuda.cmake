@@ -2,7 +2,7 @@
 # CUDA builds compile the kernels and host code; other builds get the "built without CUDA"
 # factory instead, so make_cuda_backend() links everywhere.
 set(ops_cuda_sources
-  cuda/backend_core.cpp cuda/backend_linear.cpp cuda/backend_attention.cpp cuda/backend_mhc_moe.cpp
+  cuda/backend_core.cpp cuda/backend_linear.cpp cuda/backend_attention.cpp cuda/backend_mhc.cpp cuda/backend_moe.cpp
   cuda/backend_sampling.cpp cuda/sampling_kernels.cu
   cuda/backend_graph.cpp
   cuda/cuda_timing.cpp cuda/device_info.cpp cuda/device_loading.cpp
