@@ -78,10 +78,12 @@ DevWeight dev_weight(const LinearWeight& w) {
 }
 
 CudaBackend::CudaBackend(const CudaBackendOptions& options) : device_(options.device), options_(options) {
-  (void)cuda_device_status(device_);  // no device, index out of range, not sm_90: deepinfer::Error
+  // No device, index out of range, an architecture without kernels in this build: deepinfer::Error.
+  (void)cuda_device_status(device_);
   cudaDeviceProp prop{};
   DI_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
   sm_count_ = prop.multiProcessorCount;
+  arch_ = arch_features(prop.major, prop.minor);
   activate();
   DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   DI_CUBLAS_CHECK(cublasLtCreate(&lt_));

@@ -129,8 +129,8 @@ void CudaBackend::gemm(const DevRows& x, const LinearWeight& w, int act_block, c
       gemm_skinny(x, w, act_block, out);
       return;
     }
-    if (options_.fp8_cublas && w.format == WeightFormat::kFp8Block && w.block == 128 && act_block == 128 &&
-        gemm_cublas_fp8(x, w, out))
+    if (options_.fp8_cublas && arch_->cublaslt_fp8_block_scales && w.format == WeightFormat::kFp8Block &&
+        w.block == 128 && act_block == 128 && gemm_cublas_fp8(x, w, out))
       return;
   }
   if (!options_.batch_invariant && options_.cublas_min_rows > 0 && m >= options_.cublas_min_rows &&

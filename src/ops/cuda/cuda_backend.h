@@ -47,8 +47,9 @@ struct CudaDeviceStatus {
 };
 
 // Throws deepinfer::Error (never a CUDA abort) when deepinfer was built without CUDA, no CUDA
-// device or driver is usable, `device` is out of range, or the device is not sm_90 (the only
-// architecture the kernels are built for). make_cuda_backend runs the same checks.
+// device or driver is usable, `device` is out of range, its architecture is not one deepinfer has
+// kernels for (device_arch.h: sm_90; sm_100 prepared), or this build holds no kernels for it
+// (DEEPINFER_CUDA_ARCHS). make_cuda_backend runs the same checks.
 CudaDeviceStatus cuda_device_status(int device);
 
 // Device memory held by the CUDA backends' tensors and scratch on `device` (weights, cache pools,

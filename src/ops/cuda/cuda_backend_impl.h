@@ -14,6 +14,7 @@
 
 #include "ops/backend.h"
 #include "ops/cuda/cuda_backend.h"
+#include "ops/cuda/device_arch.h"
 #include "ops/cuda/device_rows.h"
 #include "ops/graph.h"
 
@@ -107,6 +108,7 @@ class CudaBackend final : public Backend, public GraphBackend {
   void abort_capture() noexcept override;
   bool capturing() const override;
   std::unique_ptr<detail::HostUploader> make_uploader(std::size_t bytes, int slots) override;
+  const void* captured_memory() const override;  // the scratch buffer (replaced when it grows)
   // Throws deepinfer::Error naming `op` when the stream is being captured (for calls that
   // allocate, touch host memory or wait, which a graph cannot hold).
   void check_not_capturing(const char* op) const;
@@ -128,6 +130,8 @@ class CudaBackend final : public Backend, public GraphBackend {
   std::uint8_t* scratch(std::size_t bytes, const char* op = "an op");
   int* fault_word() const { return err_; }
   int sm_count() const { return sm_count_; }
+  // What this device's architecture allows (kernel and library choices read it; device_arch.h).
+  const ArchFeatures& arch() const { return *arch_; }
 
   // y[M, N] = x · Wᵀ with x rows in `x` (act FP8 fake quant per act_block when > 0).
   void gemm(const DevRows& x, const LinearWeight& w, int act_block, const DevRows& out);
@@ -139,6 +143,7 @@ class CudaBackend final : public Backend, public GraphBackend {
   cublasLtHandle_t lt_ = nullptr;
   int* err_ = nullptr;
   int sm_count_ = 0;
+  const ArchFeatures* arch_ = nullptr;  // never null once constructed (cuda_device_status checked it)
   std::uint8_t* scratch_ = nullptr;
   std::size_t scratch_bytes_ = 0;
   std::shared_ptr<const void> scratch_owner_;  // shared with the graphs that captured scratch_

@@ -1,5 +1,5 @@
 // CUDA device queries with deepinfer::Error instead of CUDA aborts (no device, no driver, index out
-// of range, not sm_90) and the per-device allocation counters behind cuda_allocation_stats.
+// of range, an architecture without kernels in this build) and the per-device allocation counters behind cuda_allocation_stats.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -7,7 +7,9 @@
 #include <atomic>
 
 #include "common/error.h"
+#include "common/logging.h"
 #include "ops/cuda/cuda_backend.h"
+#include "ops/cuda/device_arch.h"
 #include "ops/cuda/device_memory.h"
 
 namespace deepinfer::ops {
@@ -66,15 +68,27 @@ CudaDeviceStatus cuda_device_status(int device) {
   info.name = prop.name;
   info.major = prop.major;
   info.minor = prop.minor;
-  DI_CHECK(prop.major == 9 && prop.minor == 0,
-           "CUDA device {} ({}) has compute capability {}.{}; deepinfer's CUDA kernels need sm_90 (Hopper: H100, H200)",
-           device, info.name, prop.major, prop.minor);
+  const cuda::ArchFeatures* arch = cuda::arch_features(prop.major, prop.minor);
+  DI_CHECK(arch != nullptr, "CUDA device {} ({}) has compute capability {}.{}; deepinfer's CUDA kernels support {}",
+           device, info.name, prop.major, prop.minor, cuda::supported_archs_text());
   int previous = -1;
   cudaGetDevice(&previous);
   if (previous != device) cudaSetDevice(device);
+  const int image = cuda::probe_kernel_image();
   std::size_t free_bytes = 0, total_bytes = 0;
   const cudaError_t mem = cudaMemGetInfo(&free_bytes, &total_bytes);
   if (previous >= 0 && previous != device) cudaSetDevice(previous);
+  DI_CHECK(image == 0,
+           "CUDA device {} ({}, {}): this build has no kernels for it ({}): it was built with "
+           "-DDEEPINFER_CUDA_ARCHS=\"{}\"; configure with -DDEEPINFER_CUDA_ARCHS=\"{};{}\"",
+           device, info.name, arch->name, cudaGetErrorName(static_cast<cudaError_t>(image)), cuda::built_cuda_archs(),
+           cuda::built_cuda_archs(), arch->build_arch);
+  if (!arch->validated) {
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true))
+      log::warn("CUDA device {} ({}, {}): deepinfer's kernels have not been validated on this architecture yet; "
+                "run tools/gpu/run_all_checks.sh there before trusting its outputs", device, info.name, arch->name);
+  }
   if (mem != cudaSuccess) {
     cudaGetLastError();
     throw_error("CUDA device {} ({}): cannot read its memory: {} ({})", device, info.name, cudaGetErrorName(mem),
