@@ -1,9 +1,12 @@
-// Whole-model V4 benchmark on dummy weights of a real geometry (issue 6 item 5): prefill tokens/s
-// for given prompt lengths, decode step time and tokens/s for batch x context grids, each next to
-// its floor from ceilings measured in the same run (device-to-device copy bandwidth; bf16 GEMM
-// rate through linear()). Prints markdown tables.
+// Whole-model V4 / V4.1 benchmark on dummy weights of a real geometry made on the device (issue 6
+// item 5; the config's model type picks the model): prefill tokens/s for given prompt lengths, decode
+// step time (graph-replayed and eager) and tokens/s for batch x context grids, each next to its floor
+// from ceilings measured in the same run (device-to-device copy bandwidth; bf16 GEMM rate through
+// linear()). V4.1's Engram tables stay in host memory and are capped to --engram-rows rows per layer
+// (the real ones hold ~384M rows, ~100 GB each; the output states the cap). Prints markdown tables.
 // usage: v4_model_bench --config CONFIG_OR_DIR [--num-layers 8] [--device cuda|cpu]
 //          [--prefill 1024,8192] [--batches 1,8,32,128,256] [--contexts 1024,8192] [--steps 4]
+//          [--engram-rows 4194304 (0: the config's)] [--moe-prefill-min-rows 32 (0: no prefill expert GEMM)]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -14,16 +17,18 @@
 #include <string>
 #include <vector>
 
+#include "common/env.h"
 #include "common/error.h"
 #include "model/deepseek_v4/dummy_weights.h"
 #include "model/deepseek_v4/model.h"
+#include "model/deepseek_v41/model.h"
 #include "model/weight_manifest.h"
 #include "ops/cuda/cuda_backend.h"
 
 namespace {
 
 using namespace deepinfer;
-using model::v4::Model;
+using model::SequenceModel;
 
 struct Args {
   std::string config;
@@ -31,6 +36,8 @@ struct Args {
   std::string device = "cuda";
   std::vector<std::int64_t> prefill = {1024, 8192}, batches = {1, 8, 32, 128, 256}, contexts = {1024, 8192};
   int steps = 4;
+  std::int64_t engram_rows = std::int64_t{1} << 22;
+  int moe_prefill_min_rows = ops::CudaBackendOptions{}.moe_prefill_min_rows;  // 0: prefill experts on the skinny path
 };
 
 std::vector<std::int64_t> parse_list(const std::string& text) {
@@ -56,6 +63,8 @@ Args parse_args(int argc, char** argv) {
     else if (flag == "--batches") a.batches = parse_list(v);
     else if (flag == "--contexts") a.contexts = parse_list(v);
     else if (flag == "--steps") a.steps = std::stoi(v);
+    else if (flag == "--engram-rows") a.engram_rows = std::stoll(v);
+    else if (flag == "--moe-prefill-min-rows") a.moe_prefill_min_rows = std::stoi(v);
     else throw_error("unknown flag {}", flag);
   }
   DI_CHECK(!a.config.empty(), "--config (a config.json or a model directory) is required");
@@ -98,8 +107,11 @@ std::pair<double, double> measure_ceilings(ops::Backend& be, bool gpu) {
 // Bytes of the weights (as released) split into routed experts and the rest; active parameters per
 // token (every matrix but the embedding, num_experts_per_tok routed experts per layer). A decode step
 // reads one embedding row per token, not the table, so the table is kept apart for the byte floor.
+// V4.1 Engram tables are host-side lookups: apart too (a step reads its gathered rows, engram_row_bytes
+// per token on the device).
 struct WeightSizes {
   double expert_bytes = 0, other_bytes = 0, embed_bytes = 0, active_params = 0;
+  double engram_table_bytes = 0, engram_row_bytes = 0;
 };
 
 WeightSizes weight_sizes(const io::ModelConfig& c) {
@@ -110,11 +122,39 @@ WeightSizes weight_sizes(const io::ModelConfig& c) {
       s.embed_bytes += static_cast<double>(e.released_bytes());
       continue;
     }
+    if (e.name.ends_with("engram.embed.weight") || e.name.ends_with("engram.embed.scale")) {
+      s.engram_table_bytes += static_cast<double>(e.released_bytes());
+      continue;
+    }
     (expert ? s.expert_bytes : s.other_bytes) += static_cast<double>(e.released_bytes());
     if (e.shape.ndim() != 2) continue;
     s.active_params += static_cast<double>(e.numel()) * (expert ? double(c.num_experts_per_tok) / c.n_routed_experts : 1.0);
   }
+  // Each Engram layer uploads f32 rows [lookups · head_dim] per token.
+  const io::EngramConfig& g = c.engram;
+  s.engram_row_bytes = static_cast<double>(g.layer_ids.size()) * (g.max_ngram_size - 1) * g.n_heads * g.head_dim * 4.0;
   return s;
+}
+
+// V4.1: the Engram tables cut to about `rows` rows per layer (0: as configured) by lowering the
+// n-gram bucket base, so each layer's 24 prime-sized buckets stay consistent with the hasher.
+io::ModelConfig cap_engram_rows(io::ModelConfig c, std::int64_t rows) {
+  io::EngramConfig& e = c.engram;
+  if (rows <= 0 || e.layer_ids.empty()) return c;
+  const std::int64_t tables = std::int64_t{e.max_ngram_size - 1} * e.n_heads;
+  if (*std::max_element(e.num_embeddings.begin(), e.num_embeddings.end()) <= rows) return c;
+  e.vocab_size = std::max<std::int64_t>(1, rows / tables);
+  const auto primes = io::engram_bucket_primes(e);
+  for (std::size_t i = 0; i < primes.size(); ++i) {
+    e.num_embeddings[i] = 0;
+    for (const std::int64_t p : primes[i]) e.num_embeddings[i] += p;
+  }
+  return io::parse_model_config(io::model_config_to_json(c), "bench config (Engram rows capped)");
+}
+
+void set_graphs(SequenceModel& m, bool graphs) {
+  if (auto* v4 = dynamic_cast<model::v4::Model*>(&m)) v4->set_graphs(graphs);
+  if (auto* v41 = dynamic_cast<model::v41::Model*>(&m)) v41->set_graphs(graphs);
 }
 
 // K=V rows (bf16, head_dim wide) one token's attention reads per layer at context `ctx`, plus the
@@ -143,10 +183,10 @@ std::vector<std::int32_t> token_ids(std::int64_t n, std::int64_t vocab, std::uin
 }
 
 // Feeds `ids` to `seq` in chunks of at most 8192 tokens (one logit row per chunk).
-void prefill(Model& m, model::v4::SequenceState* seq, const std::vector<std::int32_t>& ids, Tensor& logits) {
+void prefill(SequenceModel& m, model::v4::SequenceState* seq, const std::vector<std::int32_t>& ids, Tensor& logits) {
   for (std::size_t p = 0; p < ids.size(); p += 8192) {
     const std::size_t n = std::min<std::size_t>(8192, ids.size() - p);
-    const Model::Chunk c{seq, std::span(ids).subspan(p, n), 1};
+    const SequenceModel::Chunk c{seq, std::span(ids).subspan(p, n), 1};
     m.forward({&c, 1}, logits);
   }
 }
@@ -156,22 +196,36 @@ void prefill(Model& m, model::v4::SequenceState* seq, const std::vector<std::int
 int main(int argc, char** argv) try {
   const Args args = parse_args(argc, argv);
   const bool gpu = args.device == "cuda";
-  auto backend = gpu ? ops::make_cuda_backend(0) : ops::make_cpu_backend();
+  ops::CudaBackendOptions cuda_options;
+  cuda_options.batch_invariant = env::flags().batch_invariant;
+  cuda_options.moe_prefill_min_rows = args.moe_prefill_min_rows;
+  auto backend = gpu ? ops::make_cuda_backend(cuda_options) : ops::make_cpu_backend();
   ops::Backend& be = *backend;
   const std::filesystem::path path = std::filesystem::is_directory(args.config)
                                          ? std::filesystem::path(args.config) / "config.json"
                                          : std::filesystem::path(args.config);
-  const io::ModelConfig c = model::v4::dummy_model_config(io::load_model_config(path), args.layers);
+  const io::ModelConfig full = io::load_model_config(path);
+  const io::ModelConfig c = cap_engram_rows(model::v4::dummy_model_config(full, args.layers), args.engram_rows);
   const WeightSizes ws = weight_sizes(c);
   const auto [bandwidth, flops] = measure_ceilings(be, gpu);
-  std::printf("# V4 model bench: %s, %d layers, %s backend, reference-qat, dummy FP8/FP4 weights (%.3g GB)\n\n",
-              path.string().c_str(), c.num_layers, std::string(be.name()).c_str(),
-              (ws.expert_bytes + ws.other_bytes + ws.embed_bytes) / 1e9);
+  const bool v41 = c.arch == io::ModelArch::kDeepseekV41;
+  std::printf("# %s model bench: %s, %d layers, %s backend, reference-qat, dummy FP8/FP4 weights%s (%.3g GB)\n\n",
+              v41 ? "V4.1" : "V4", path.string().c_str(), c.num_layers, std::string(be.name()).c_str(),
+              gpu ? " made on the device" : "", (ws.expert_bytes + ws.other_bytes + ws.embed_bytes) / 1e9);
+  if (!c.engram.layer_ids.empty()) {
+    const std::int64_t cut = model::v4::dummy_model_config(full, args.layers).engram.num_embeddings.front();
+    std::printf("Engram: %zu layer(s), tables in host memory %s: %lld rows in the first (the config has %lld), "
+                "%.3g GB (--engram-rows %lld); each token reads %lld rows per layer.\n\n",
+                c.engram.layer_ids.size(), c.engram.num_embeddings.front() < cut ? "CAPPED" : "at full size",
+                static_cast<long long>(c.engram.num_embeddings.front()), static_cast<long long>(cut),
+                ws.engram_table_bytes / 1e9, static_cast<long long>(args.engram_rows),
+                static_cast<long long>((c.engram.max_ngram_size - 1) * c.engram.n_heads));
+  }
   std::printf("Ceilings measured in this run: copy %.2f TB/s (read + write), bf16 GEMM %.3g TFLOP/s (linear, %s)\n\n",
               bandwidth / 1e12, flops / 1e12, gpu ? "8192^3" : "1024^3");
-  std::unique_ptr<Model> m;
+  std::unique_ptr<SequenceModel> m;
   const double load_s = seconds([&] {
-    m = Model::load(*model::v4::dummy_weights(c, 1), c, be, model::v4::NumericMode::kReferenceQat);
+    m = model::v4::load_dummy_model(c, 1, be, model::v4::NumericMode::kReferenceQat);
   }, be);
   std::printf("Weights made and loaded in %.1f s.\n\n", load_s);
   Tensor one = be.empty(Shape{1, c.vocab_size}, DType::kF32);
@@ -201,13 +255,13 @@ int main(int argc, char** argv) try {
       }
       Tensor logits = be.empty(Shape{batch, c.vocab_size}, DType::kF32);
       std::vector<std::int32_t> next = token_ids(batch, c.vocab_size, 5);
-      std::vector<Model::Chunk> chunks;
+      std::vector<SequenceModel::Chunk> chunks;
       for (std::int64_t b = 0; b < batch; ++b)
         chunks.push_back({seqs[static_cast<std::size_t>(b)].get(), std::span(next).subspan(static_cast<std::size_t>(b), 1), 1});
       // Every op launched (DEEPINFER_CUDA_GRAPHS=0), then the step replayed as a CUDA graph where the
       // backend can capture (the warm-up step runs eagerly and captures the bucket's graph).
       const auto timed = [&](bool graphs) {
-        m->set_graphs(graphs);
+        set_graphs(*m, graphs);
         m->forward(chunks, logits);  // warm-up step
         return seconds([&] { for (int s = 0; s < args.steps; ++s) m->forward(chunks, logits); }, be) / args.steps;
       };
@@ -217,7 +271,8 @@ int main(int argc, char** argv) try {
       // the embedding table: one row per token) plus every token's KV rows.
       const double touched = 1.0 - std::pow(1.0 - double(c.num_experts_per_tok) / c.n_routed_experts, double(batch));
       const double bytes = ws.other_bytes + ws.expert_bytes * touched +
-                           double(batch) * (ws.embed_bytes / double(c.vocab_size) + kv_bytes_per_token(c, ctx));
+                           double(batch) * (ws.embed_bytes / double(c.vocab_size) + kv_bytes_per_token(c, ctx) +
+                                            ws.engram_row_bytes);
       const double floor = bytes / bandwidth;
       std::printf("| %lld | %lld | %.2f | %.2f | %.0f | %.3f | %.0f%% |\n", static_cast<long long>(batch),
                   static_cast<long long>(ctx), 1e3 * t, 1e3 * eager, static_cast<double>(batch) / t, 1e3 * floor,

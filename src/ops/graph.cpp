@@ -56,6 +56,11 @@ Graph capture_graph(Backend& backend, const std::function<void()>& body) {
   return g.end_capture();
 }
 
+const void* captured_memory(Backend& backend) {
+  const GraphBackend* g = graph_backend(backend);
+  return g != nullptr ? g->captured_memory() : nullptr;
+}
+
 // ---- staging layout ---------------------------------------------------------------------------------
 std::size_t StagingLayout::add(std::string_view name, const Shape& shape, DType dtype, std::size_t align) {
   DI_CHECK(!name.empty(), "StagingLayout::add: a slice needs a name");

@@ -91,6 +91,10 @@ class GraphBackend {
   virtual void abort_capture() noexcept = 0;
   virtual bool capturing() const = 0;
   virtual std::unique_ptr<detail::HostUploader> make_uploader(std::size_t bytes, int slots) = 0;
+  // The backend-owned memory every capture bakes into its kernels (the CUDA scratch buffer); it
+  // changes when that memory is replaced (growth). A graph captured under another value holds the
+  // old memory alive (end_capture keeps it) and is worth dropping. Null: no such memory.
+  virtual const void* captured_memory() const { return nullptr; }
 };
 
 // ---- graphs ----------------------------------------------------------------------------------------
@@ -107,6 +111,8 @@ Graph end_capture(Backend& backend);
 void abort_capture(Backend& backend) noexcept;
 // begin_capture, body(), end_capture; an exception from body aborts the capture and propagates.
 Graph capture_graph(Backend& backend, const std::function<void()>& body);
+// GraphBackend::captured_memory of `backend` (null when it cannot capture).
+const void* captured_memory(Backend& backend);
 
 // ---- step-input staging ------------------------------------------------------------------------------
 // Named, aligned slices of one staging buffer. Capacities are the bucket's maxima: a step may use

@@ -364,36 +364,29 @@ TEST_P(CudaGolden, CpuModelOpsGiveTheSameResultsOnCopies) {
   }
 }
 
-// Decode steps of a batch of three sequences (bucket 4, one padding row) replayed from CUDA graphs
-// give the bits of the same steps launched op by op, step after step (the graph's state writes —
-// rings, compressor groups, compressed rows — feed the next replay exactly as eager ones do).
-TEST_P(CudaGolden, DecodeStepsReplayedAsGraphsEqualEagerSteps) {
-  DEEPINFER_REQUIRE_GPU();
-  Fixture& f = fixture_inputs(GetParam());
-  const auto load = [&](bool graphs) {
-    auto m = Model::load(*model::v4::checkpoint_weights(*f.checkpoint), f.checkpoint->config(), cuda_backend(),
-                         NumericMode::kReferenceQat);
-    m->set_graphs(graphs);
-    return m;
-  };
-  auto graphed = load(true), eager = load(false);
-  const std::int64_t vocab = graphed->config().vocab_size;
+// Decode steps of a batch of three sequences (bucket 4, one padding row), kSteps of them after three
+// prompts of different lengths, run on a model with graphs and on one without: the replayed steps must
+// give the eager steps' logits bit for bit, step after step (the graph's state writes — rings,
+// compressor groups, compressed rows — feed the next replay exactly as eager ones do). V4 and V4.1.
+template <class M>
+void expect_graph_replays_equal_eager_steps(const Fixture& f, M& graphed, M& eager) {
+  const std::int64_t vocab = graphed.config().vocab_size;
   const auto n = static_cast<std::int64_t>(f.ids.size());
   constexpr std::int64_t kSteps = 8;
   ASSERT_GT(n, kSteps + 3);
   std::vector<std::vector<float>> out[2];
   for (int which = 0; which < 2; ++which) {
-    Model& m = which == 0 ? *graphed : *eager;
+    M& m = which == 0 ? graphed : eager;
     std::vector<std::unique_ptr<model::v4::SequenceState>> seqs;
     for (std::int64_t s = 0; s < 3; ++s) {  // prompts of n - kSteps - s tokens
       seqs.push_back(m.new_sequence());
       const std::int64_t len = n - kSteps - s;
       Tensor l = cuda_backend().empty(Shape{1, vocab}, DType::kF32);
-      const Model::Chunk c{seqs.back().get(), std::span(f.ids).first(static_cast<std::size_t>(len)), 1};
+      const model::SequenceModel::Chunk c{seqs.back().get(), std::span(f.ids).first(static_cast<std::size_t>(len)), 1};
       m.forward({&c, 1}, l);
     }
     for (std::int64_t step = 0; step < kSteps; ++step) {
-      std::vector<Model::Chunk> batch;
+      std::vector<model::SequenceModel::Chunk> batch;
       for (std::int64_t s = 0; s < 3; ++s)
         batch.push_back({seqs[static_cast<std::size_t>(s)].get(),
                          std::span(f.ids).subspan(static_cast<std::size_t>(n - kSteps - s + step), 1), 1});
@@ -404,13 +397,26 @@ TEST_P(CudaGolden, DecodeStepsReplayedAsGraphsEqualEagerSteps) {
       out[which].emplace_back(host.data<float>(), host.data<float>() + host.numel());
     }
   }
-  EXPECT_GE(graphed->graph_replays(), kSteps - 1) << "decode steps did not run from a graph";
-  EXPECT_EQ(eager->graph_replays(), 0);
+  EXPECT_GE(graphed.graph_replays(), kSteps - 1) << "decode steps did not run from a graph";
+  EXPECT_EQ(eager.graph_replays(), 0);
   for (std::int64_t step = 0; step < kSteps; ++step)
     ASSERT_EQ(std::memcmp(out[0][static_cast<std::size_t>(step)].data(), out[1][static_cast<std::size_t>(step)].data(),
                           out[0][static_cast<std::size_t>(step)].size() * sizeof(float)),
               0)
         << "decode step " << step << " differs between graph replay and eager launches";
+}
+
+TEST_P(CudaGolden, DecodeStepsReplayedAsGraphsEqualEagerSteps) {
+  DEEPINFER_REQUIRE_GPU();
+  Fixture& f = fixture_inputs(GetParam());
+  const auto load = [&](bool graphs) {
+    auto m = Model::load(*model::v4::checkpoint_weights(*f.checkpoint), f.checkpoint->config(), cuda_backend(),
+                         NumericMode::kReferenceQat);
+    m->set_graphs(graphs);
+    return m;
+  };
+  auto graphed = load(true), eager = load(false);
+  expect_graph_replays_equal_eager_steps(f, *graphed, *eager);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaGolden, ::testing::ValuesIn(all_cases("v4")), case_test_name);
@@ -482,6 +488,37 @@ TEST_P(CudaGoldenV41, GreedyDecodeReproducesHfTokensAndStepLogits) {
               GetParam().name.c_str(), same, f.hf_greedy.size(), logits);
   EXPECT_EQ(gpu.greedy, f.hf_greedy);
   EXPECT_LT(logits, bound);
+}
+
+// V4.1 decode steps bucketed and replayed as CUDA graphs (Engram rows staged per step, the lagged
+// mHC pre weights, candidate masks and index lists in the step workspace) give the eager steps' bits.
+// Exact mode is never captured, so the models run reference-qat where the fixture's widths fit its
+// 32-wide quant blocks (roles_qat) and otherwise reference-qat's bf16 activations without the FP8/FP4
+// steps (roles_plain, no_engram_nocand: head_dim 40 / 56) — bf16 activations are what make a step
+// capturable.
+model::v4::Numerics v41_graph_numerics(const Fixture& f) {
+  const io::ModelConfig& config = f.checkpoint->config();
+  model::v4::Numerics n = model::v4::Numerics::for_mode(NumericMode::kReferenceQat, config);
+  if (!hf_kv_fake_quant(f.meta)) {
+    n.linear_act_block = n.kv_quant_block = 0;
+    n.kv_quant_whole = n.compressed_kv_fp4 = n.indexer_fp4 = false;
+  }
+  return n;
+}
+
+TEST_P(CudaGoldenV41, DecodeStepsReplayedAsGraphsEqualEagerSteps) {
+  DEEPINFER_REQUIRE_GPU();
+  Fixture& f = fixture_inputs(GetParam());
+  const io::ModelConfig& config = f.checkpoint->config();
+  const auto load = [&](bool graphs) {
+    auto m = model::v41::Model::load(*model::v4::checkpoint_weights(*f.checkpoint), config, cuda_backend(),
+                                      v41_graph_numerics(f), hasher_for(config, f.checkpoint->directory()));
+    m->set_graphs(graphs);
+    return m;
+  };
+  auto graphed = load(true), eager = load(false);
+  expect_graph_replays_equal_eager_steps(f, *graphed, *eager);
+  EXPECT_EQ(graphed->decode_graphs().size(), 1u) << "one bucket (4 rows) should hold one graph";
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaGoldenV41, ::testing::ValuesIn(all_cases("v41")), case_test_name);

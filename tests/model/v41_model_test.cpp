@@ -150,6 +150,41 @@ TEST(V41Model, BatchedSequencesGiveTheirSoloLogits) {
   EXPECT_EQ(std::vector<float>(got.begin() + 3 * vocab, got.end()), sb);
 }
 
+// Decode steps padded to batch / context buckets (what CUDA graphs replay: 3 sequences in bucket 4,
+// page tables padded to a power of two) give the bits of unpadded steps: padding rows write nowhere
+// and see nothing, Engram rows and candidate masks of the real rows are unchanged.
+TEST(V41Model, DecodeStepsPaddedToBucketsGiveTheUnpaddedLogits) {
+  for (const NumericMode mode : {NumericMode::kExact, NumericMode::kReferenceQat}) {
+    Opened plain = open(mode == NumericMode::kReferenceQat, mode);
+    Opened padded = open(mode == NumericMode::kReferenceQat, mode);
+    dynamic_cast<v41::Model&>(padded.model()).set_bucketed(true);
+    const std::int64_t vocab = plain.model().config().vocab_size;
+    std::vector<std::vector<float>> out[2];
+    for (int which = 0; which < 2; ++which) {
+      SequenceModel& m = which == 0 ? plain.model() : padded.model();
+      std::vector<std::vector<std::int32_t>> ids;
+      std::vector<std::unique_ptr<v4::SequenceState>> seqs;
+      for (int s = 0; s < 3; ++s) {  // prompts of 29, 40 and 51 tokens (odd: split ratio-2 groups)
+        ids.push_back(prompt(29 + 11 * s + 6, 20 + static_cast<std::uint32_t>(s)));
+        seqs.push_back(m.new_sequence());
+        Tensor l = Tensor::empty(Shape{1, vocab}, DType::kF32);
+        const SequenceModel::Chunk c{seqs.back().get(), std::span(ids.back()).first(ids.back().size() - 6), 1};
+        m.forward({&c, 1}, l);
+      }
+      for (std::size_t step = 0; step < 6; ++step) {
+        std::vector<SequenceModel::Chunk> batch;
+        for (std::size_t s = 0; s < 3; ++s)
+          batch.push_back({seqs[s].get(), std::span(ids[s]).subspan(ids[s].size() - 6 + step, 1), 1});
+        Tensor l = Tensor::empty(Shape{3, vocab}, DType::kF32);
+        m.forward(batch, l);
+        out[which].emplace_back(l.data<float>(), l.data<float>() + l.numel());
+      }
+    }
+    for (std::size_t step = 0; step < 6; ++step)
+      ASSERT_EQ(out[0][step], out[1][step]) << v4::numeric_mode_name(mode) << " decode step " << step;
+  }
+}
+
 TEST(V41Model, RejectsOutOfVocabularyTokens) {
   Opened o = open(false, NumericMode::kExact);
   auto seq = o.model().new_sequence();

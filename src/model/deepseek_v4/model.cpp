@@ -8,7 +8,6 @@
 
 #include "common/env.h"
 #include "common/error.h"
-#include "common/logging.h"
 #include "model/deepseek_v4/forward_context.h"
 #include "model/deepseek_v4/rope.h"
 
@@ -141,7 +140,8 @@ Model::Model(const io::ModelConfig& config, ops::Backend& backend, const Numeric
       numerics_(numerics),
       step_ws_(backend),
       layer_ws_(backend),
-      staging_(std::make_unique<MetaStaging>(backend)) {}
+      staging_(std::make_unique<MetaStaging>(backend)),
+      graphs_by_bucket_(DecodeGraphs::on(backend)) {}
 
 std::unique_ptr<Model> Model::load(const WeightSource& weights, const io::ModelConfig& config, ops::Backend& backend,
                                    NumericMode mode) {
@@ -173,39 +173,16 @@ void Model::set_graphs(bool graphs) {
 }
 
 void Model::run_layers(const Step& step, const void* stream, const std::function<void()>& layers) {
-  const bool decode = std::all_of(step.segments.begin(), step.segments.end(), [](const Segment& s) { return s.count == 1; });
-  if (!graphs_ || !bucketed_ || !decode) {
+  if (!graphs_ || !bucketed_ || !is_decode(step)) {
     layers();
     return;
   }
-  // Everything a replay reads or writes at a captured address: the metadata (its staging buffer),
-  // the stream buffers and layer scratch (bump arenas: same shapes give the same addresses) and
-  // the state pools.
-  layer_ws_.reset();
-  const void* layer_base = layer_ws_.alloc(Shape{1}, DType::kU8).raw_data();
-  layer_ws_.reset();
-  const StateArena& arena = *step.segments.front().state->arena;
-  std::vector<const void*> addresses = {step.meta->ids.raw_data(), stream, layer_base, &arena,
-                                        reinterpret_cast<const void*>(static_cast<std::uintptr_t>(arena.generation()))};
-  const auto key = std::make_pair(step.meta->rows, step.meta->max_pages);
-  auto it = graphs_by_bucket_.find(key);
-  if (it != graphs_by_bucket_.end() && it->second.addresses == addresses) {
-    it->second.graph.replay();
-    ++graph_replays_;
-    return;
-  }
-  layers();  // the bucket's first step (or its addresses moved): eager, sizing every buffer
-  layer_ws_.reset();
-  try {
-    Captured c{ops::capture_graph(backend_, layers), addresses};
-    c.graph.keep_alive(step_ws_.retain());
-    c.graph.keep_alive(layer_ws_.retain());
-    graphs_by_bucket_[key] = std::move(c);
-  } catch (const Error& e) {
-    log::warn("decode step of {} rows, {} pages runs without a CUDA graph: {}", key.first, key.second, e.what());
-    graphs_by_bucket_.erase(key);
-    graphs_ = false;
-  }
+  graphs_by_bucket_.run({DecodeBucket{step.meta->rows, step.meta->max_pages},
+                         [&] { return decode_addresses(backend_, step, stream, layer_ws_, {}); }, layers,
+                         [&](ops::Graph& g) {
+                           g.keep_alive(step_ws_.retain());
+                           g.keep_alive(layer_ws_.retain());
+                         }});
 }
 
 void Model::forward(std::span<const Chunk> chunks, Tensor& logits) {

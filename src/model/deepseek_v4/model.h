@@ -10,17 +10,16 @@
 
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <span>
-#include <utility>
 
 #include "io/model_config.h"
-#include "model/sequence_model.h"
+#include "model/deepseek_v4/decode_graphs.h"
 #include "model/deepseek_v4/numerics.h"
 #include "model/deepseek_v4/state.h"
 #include "model/deepseek_v4/step_meta.h"
 #include "model/deepseek_v4/weights.h"
+#include "model/sequence_model.h"
 #include "ops/backend.h"
 #include "ops/graph.h"
 #include "ops/workspace.h"
@@ -50,7 +49,9 @@ class Model final : public SequenceModel {
   // the backend can capture, never in exact mode). The first step of a bucket runs eagerly and captures its graph.
   void set_graphs(bool graphs);
   // Decode steps replayed from a graph so far (tests, benches).
-  std::int64_t graph_replays() const { return graph_replays_; }
+  std::int64_t graph_replays() const { return graphs_by_bucket_.replays(); }
+  // The graph cache (capacity, counters; tests and benches).
+  DecodeGraphs& decode_graphs() { return graphs_by_bucket_; }
 
  private:
   Model(const io::ModelConfig& config, ops::Backend& backend, const Numerics& numerics);
@@ -71,13 +72,7 @@ class Model final : public SequenceModel {
   bool bucketed_ = false;
   bool graphs_ = false;
   std::unique_ptr<MetaStaging> staging_;  // the steps' metadata (before the graphs that read it)
-  // One graph per (rows, pages) bucket, valid while every address it captured is unchanged.
-  struct Captured {
-    ops::Graph graph;
-    std::vector<const void*> addresses;
-  };
-  std::map<std::pair<std::int64_t, std::int64_t>, Captured> graphs_by_bucket_;
-  std::int64_t graph_replays_ = 0;
+  DecodeGraphs graphs_by_bucket_;  // after the workspaces and staging whose memory its graphs hold
 };
 
 }  // namespace deepinfer::model::v4

@@ -111,7 +111,8 @@ Model::Model(const io::ModelConfig& config, ops::Backend& backend, const v4::Num
       step_ws_(backend),
       layer_ws_(backend),
       staging_(std::make_unique<v4::MetaStaging>(backend)),
-      engram_staging_(std::make_unique<v4::MetaStaging>(backend)) {}
+      engram_staging_(std::make_unique<v4::MetaStaging>(backend)),
+      graphs_by_bucket_(v4::DecodeGraphs::on(backend)) {}
 
 std::unique_ptr<Model> Model::load(const v4::WeightSource& weights, const io::ModelConfig& config,
                                    ops::Backend& backend, const v4::Numerics& numerics,
@@ -125,11 +126,19 @@ std::unique_ptr<Model> Model::load(const v4::WeightSource& weights, const io::Mo
   m->rope_main_ = v4::make_rope_table(backend, config, config.rope.theta, false);
   m->rope_compress_ = v4::make_rope_table(backend, config, config.rope.compress_theta, true);
   m->arena_ = v4::StateArena::growable(m->config_, m->numerics_.act, backend);
+  m->bucketed_ = !backend.device().is_cpu();
+  m->set_graphs(env::flags().cuda_graphs);
   return m;
 }
 
 std::unique_ptr<v4::SequenceState> Model::new_sequence() const {
   return v4::new_sequence_state(arena_);
+}
+
+void Model::set_graphs(bool graphs) {
+  // Exact mode's f32 expert path places (token, expert) pairs on the host: never captured.
+  graphs_ = graphs && ops::supports_graphs(backend_) && numerics_.mode != v4::NumericMode::kExact;
+  if (!graphs_) graphs_by_bucket_.clear();
 }
 
 namespace {
@@ -198,13 +207,59 @@ std::vector<Tensor> Model::upload_engram_rows(const v4::Step& step, std::span<co
   return rows;
 }
 
+namespace {
+
+// What the layers of one pass read besides the weights: the step, the replayed tail of a split
+// step (metas[1]) and each Engram layer's uploaded table rows.
+struct LayerPass {
+  const Step& step;
+  const TailPlan& tail;
+  const std::vector<v4::StepMeta>& metas;
+  bool split = false;
+  int last_kv_source = -1;
+  const std::vector<Tensor>& engram_rows;
+};
+
+// Embedding, then every layer (Engram read, block); the late layers of a split step run on the
+// tails only. Returns the final streams (the tails' when split).
+Streams run_blocks(ForwardContext& cx, const ModelWeights& weights, const LayerPass& p, Streams s) {
+  const io::ModelConfig& c = cx.config;
+  const std::int64_t n = c.hc_mult, dim = c.hidden_size;
+  Csa2Shared shared(c.layers.size());
+  shared.split_layer = p.last_kv_source;
+  if (p.split) shared.tail = &p.tail.step;
+  cx.backend.embedding(p.step.ids, weights.embed, s.stream);
+  const auto& engram_ids = c.engram.layer_ids;
+  for (int layer = 0; layer < c.num_layers; ++layer) {
+    const bool in_tail = p.split && layer > p.last_kv_source;
+    if (p.split && layer == p.last_kv_source + 1) {  // late layers: only the tails' rows go on
+      const std::int64_t t = p.tail.step.tokens;
+      Streams ts{cx.step_ws.alloc(Shape{t, n, dim}, cx.numerics.act), cx.step_ws.alloc(Shape{t, n, dim}, cx.numerics.act),
+                 cx.step_ws.alloc(Shape{t, n}, DType::kF32)};
+      cx.backend.gather_rows(s.stream, p.metas[1].extra, ts.stream);
+      cx.backend.gather_rows(s.pre, p.metas[1].extra, ts.pre);
+      s = ts;
+    }
+    const LayerWeights& w = weights.layers[static_cast<std::size_t>(layer)];
+    if (w.engram) {
+      const auto e = static_cast<std::size_t>(std::find(engram_ids.begin(), engram_ids.end(), layer) - engram_ids.begin());
+      engram_forward(cx, *w.engram, p.engram_rows[e], s.stream);
+    }
+    block_forward(cx, c.layer(layer), w, in_tail ? p.tail.step : p.step, in_tail, shared, s);
+    cx.layer_ws.reset();
+  }
+  return s;
+}
+
+}  // namespace
+
 void Model::forward(std::span<const Chunk> chunks, Tensor& logits) {
   v4::StepPlan plan = v4::plan_step(chunks, config_, logits);
   Step& step = plan.step;
   const auto rows = static_cast<std::int64_t>(plan.logit_rows.size());
   if (step.tokens == 0) return;
 
-  // Bounded replay applies when some chunk is longer than the kept tail.
+  // Bounded replay applies when some chunk is longer than the kept tail (never a decode step).
   const bool split = replay_.compact && std::any_of(step.segments.begin(), step.segments.end(), [&](const auto& seg) {
                        return seg.count > replay_.keep_tokens;
                      });
@@ -214,7 +269,7 @@ void Model::forward(std::span<const Chunk> chunks, Tensor& logits) {
   v4::StepMetaBuilder builder(config_, *plan.arena);
   v4::StepRows full_rows = v4::step_rows(plan);
   full_rows.one_hot = config_.hc_mult;  // the pre weights of layer 0's lagged collapse
-  const v4::StepShape shape = builder.shape_of(full_rows, false);
+  const v4::StepShape shape = builder.shape_of(full_rows, bucketed_);  // pads decode steps only
   builder.add(full_rows, shape);
   if (split) {
     tail = plan_tail(step, plan, replay_.keep_tokens);
@@ -226,41 +281,24 @@ void Model::forward(std::span<const Chunk> chunks, Tensor& logits) {
   const std::vector<v4::StepMeta> metas = builder.upload(*staging_);  // the step's one upload
   ForwardContext cx{backend_, step_ws_, layer_ws_, config_, numerics_, rope_main_, rope_compress_};
   v4::begin_step(cx, step, metas.front());
-  Csa2Shared shared(config_.layers.size());
-  shared.split_layer = last_kv_source_;
   if (split) {
     tail.step.meta = &metas[1];
     tail.step.ids = metas[1].ids;
     tail.step.positions = metas[1].positions;
-    shared.tail = &tail.step;
   }
+  // Staged before the layers (an upload cannot be captured); one buffer per capacity, so a bucket's
+  // rows always land at the same address.
+  const std::vector<Tensor> engram_rows = upload_engram_rows(step, plan.ids);
 
   const std::int64_t n = config_.hc_mult, dim = config_.hidden_size;
   // Layer 0 collapses with copy 0's one-hot pre weights: rows of the step metadata (hc_mix then
   // overwrites them with each site's pre weights).
-  Streams s{step_ws_.alloc(Shape{step.tokens, n, dim}, numerics_.act),
-            step_ws_.alloc(Shape{step.tokens, n, dim}, numerics_.act), metas.front().one_hot};
-  backend_.embedding(step.ids, weights_.embed, s.stream);
-  const auto& engram_ids = config_.engram.layer_ids;
-  const std::vector<Tensor> engram_rows = upload_engram_rows(step, plan.ids);
-  for (int layer = 0; layer < config_.num_layers; ++layer) {
-    const bool in_tail = split && layer > last_kv_source_;
-    if (split && layer == last_kv_source_ + 1) {  // late layers: only the tails' rows go on
-      Streams t{step_ws_.alloc(Shape{tail.step.tokens, n, dim}, numerics_.act),
-                step_ws_.alloc(Shape{tail.step.tokens, n, dim}, numerics_.act),
-                step_ws_.alloc(Shape{tail.step.tokens, n}, DType::kF32)};
-      backend_.gather_rows(s.stream, metas[1].extra, t.stream);
-      backend_.gather_rows(s.pre, metas[1].extra, t.pre);
-      s = t;
-    }
-    const LayerWeights& w = weights_.layers[static_cast<std::size_t>(layer)];
-    if (w.engram) {
-      const auto e = static_cast<int>(std::find(engram_ids.begin(), engram_ids.end(), layer) - engram_ids.begin());
-      engram_forward(cx, *w.engram, engram_rows[static_cast<std::size_t>(e)], s.stream);
-    }
-    block_forward(cx, config_.layer(layer), w, in_tail ? tail.step : step, in_tail, shared, s);
-    layer_ws_.reset();
-  }
+  const Streams first{step_ws_.alloc(Shape{step.tokens, n, dim}, numerics_.act),
+                      step_ws_.alloc(Shape{step.tokens, n, dim}, numerics_.act), metas.front().one_hot};
+  Streams s = first;  // a decode step (graphs) ends in its first streams
+  const LayerPass pass{step, tail, metas, split, last_kv_source_, engram_rows};
+  run_layers(step, first.stream.raw_data(), engram_rows.empty() ? nullptr : engram_rows.front().raw_data(),
+             [&] { s = run_blocks(cx, weights_, pass, first); });
 
   if (rows > 0) {
     const Tensor& picked_rows = split ? metas[1].logit_rows : metas[0].logit_rows;
@@ -275,6 +313,33 @@ void Model::forward(std::span<const Chunk> chunks, Tensor& logits) {
   }
   const std::size_t history = config_.engram.layer_ids.empty() ? 0 : static_cast<std::size_t>(config_.engram.max_ngram_size - 1);
   v4::finish_step(step, plan.ids, history);
+}
+
+void Model::run_layers(const Step& step, const void* stream, const void* engram_rows,
+                       const std::function<void()>& layers) {
+  if (!graphs_ || !bucketed_ || !v4::is_decode(step)) {
+    layers();
+    return;
+  }
+  // The layers' step temporaries (index lists, the candidate mask) start here in the warm-up, the
+  // capture and every replay: the body rewinds the step workspace to this mark first.
+  const ops::Workspace::Mark mark = step_ws_.mark();
+  const auto body = [&] {
+    step_ws_.release(mark);
+    layers();
+  };
+  graphs_by_bucket_.run({v4::DecodeBucket{step.meta->rows, step.meta->max_pages},
+                         [&] {
+                           step_ws_.release(mark);
+                           const void* temporaries = step_ws_.alloc(Shape{1}, DType::kU8).raw_data();
+                           step_ws_.release(mark);
+                           return v4::decode_addresses(backend_, step, stream, layer_ws_, {engram_rows, temporaries});
+                         },
+                         body,
+                         [&](ops::Graph& g) {
+                           g.keep_alive(step_ws_.retain());
+                           g.keep_alive(layer_ws_.retain());
+                         }});
 }
 
 }  // namespace deepinfer::model::v41

@@ -9,12 +9,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
 #include <vector>
 
 #include "io/model_config.h"
+#include "model/deepseek_v4/decode_graphs.h"
 #include "model/deepseek_v4/numerics.h"
 #include "model/deepseek_v4/state.h"
 #include "model/deepseek_v4/step_meta.h"
@@ -57,6 +59,12 @@ class Model final : public SequenceModel {
   const ReplayOptions& replay() const { return replay_; }
   std::unique_ptr<v4::SequenceState> new_sequence() const override;
   void forward(std::span<const Chunk> chunks, Tensor& logits) override;
+  // As v4::Model: decode steps padded to batch / context buckets (on by default on devices), and
+  // replayed as CUDA graphs per bucket (DEEPINFER_CUDA_GRAPHS; never in exact mode).
+  void set_bucketed(bool bucketed) { bucketed_ = bucketed; }
+  void set_graphs(bool graphs);
+  std::int64_t graph_replays() const { return graphs_by_bucket_.replays(); }
+  v4::DecodeGraphs& decode_graphs() { return graphs_by_bucket_; }
 
  private:
   Model(const io::ModelConfig& config, ops::Backend& backend, const v4::Numerics& numerics);
@@ -75,9 +83,16 @@ class Model final : public SequenceModel {
   std::shared_ptr<v4::StateArena> arena_;  // the model's own sequences (new_sequence)
   std::unique_ptr<v4::MetaStaging> staging_;  // the steps' metadata
   std::unique_ptr<v4::MetaStaging> engram_staging_;  // the steps' Engram table rows (f32 bit patterns)
+  bool bucketed_ = false;
+  bool graphs_ = false;
+  v4::DecodeGraphs graphs_by_bucket_;  // after the workspaces and staging whose memory its graphs hold
 
   // The step's Engram rows of every Engram layer, f32 [T, columns · head_dim] each, in one upload.
   std::vector<Tensor> upload_engram_rows(const v4::Step& step, std::span<const std::int32_t> ids);
+  // Runs a bucketed decode step's layers from its bucket's graph, or eagerly (other steps, graphs
+  // off). `stream`, `engram_rows`: device buffers the layers read (their addresses key the graph).
+  void run_layers(const v4::Step& step, const void* stream, const void* engram_rows,
+                  const std::function<void()>& layers);
 };
 
 }  // namespace deepinfer::model::v41

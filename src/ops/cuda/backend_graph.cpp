@@ -158,6 +158,10 @@ void CudaBackend::abort_capture() noexcept {
   cudaGetLastError();
 }
 
+// Every op's temporaries come from the scratch buffer, so every capture holds it (end_capture); its
+// address changes only when it grows (the old buffer stays allocated while a graph holds it).
+const void* CudaBackend::captured_memory() const { return scratch_; }
+
 std::unique_ptr<detail::HostUploader> CudaBackend::make_uploader(std::size_t bytes, int slots) {
   return std::make_unique<CudaUploader>(*this, bytes, slots);
 }
