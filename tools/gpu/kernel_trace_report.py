@@ -37,6 +37,23 @@ def busy_ns(intervals):
     return total
 
 
+def read_trace(path):
+    """(start_ns, end_ns, kind, name) of every recorded op, sorted by start."""
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as f:
+        return sorted((int(r["start_ns"]), int(r["end_ns"]), r["kind"], r["name"]) for r in csv.DictReader(f))
+
+
+def top_ops(ops, top):
+    """(name, calls, device ns) of the `top` op names with the most device time in ops."""
+    by_name = {}
+    for a, b, _, name in ops:
+        t = by_name.setdefault(name, [0, 0])
+        t[0] += 1
+        t[1] += b - a
+    return [(name, cnt, ns) for name, (cnt, ns) in sorted(by_name.items(), key=lambda kv: -kv[1][1])[:top]]
+
+
 def split_steps(rows, marker, count):
     """The last `count` complete steps of rows (sorted by start), cut at the marker kernel or, without
     one, at the period of the op names."""
@@ -61,12 +78,7 @@ def main():
     ap.add_argument("--top", type=int, default=12, help="kernels listed")
     ap.add_argument("--wall-ms", type=float, default=None, help="host wall time per step, for the table")
     args = ap.parse_args()
-    rows = []
-    opener = gzip.open if args.trace.endswith(".gz") else open
-    with opener(args.trace, "rt") as f:
-        for r in csv.DictReader(f):
-            rows.append((int(r["start_ns"]), int(r["end_ns"]), r["kind"], r["name"]))
-    rows.sort()
+    rows = read_trace(args.trace)
     if not rows:
         sys.exit("kernel_trace_report: empty trace")
     steps = split_steps(rows, args.marker, args.steps)
@@ -83,13 +95,8 @@ def main():
     if args.wall_ms:
         print(f"host wall per step {args.wall_ms:.3f} ms: GPU busy is {100.0 * busy / 1e6 / args.wall_ms:.0f}% of it; "
               f"{(args.wall_ms - busy / 1e6) * 1e3 / k:.2f} us of non-GPU time per op")
-    by_name = {}
-    for a, b, _, name in first:
-        t = by_name.setdefault(name, [0, 0])
-        t[0] += 1
-        t[1] += b - a
     print("top device time per step (count, us, name):")
-    for name, (cnt, ns) in sorted(by_name.items(), key=lambda kv: -kv[1][1])[:args.top]:
+    for name, cnt, ns in top_ops(first, args.top):
         print(f"  {cnt:4d} {ns / 1e3:9.1f}  {name[:100]}")
 
 

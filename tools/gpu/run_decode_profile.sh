@@ -19,15 +19,7 @@ out="${OUT:-/tmp/profile_out}"
 mkdir -p "$out"
 if ! bash tools/gpu/build.sh v4_model_bench >"$out/build.log" 2>&1; then tail -40 "$out/build.log"; exit 1; fi
 export LD_LIBRARY_PATH="$PWD/.deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
-# CUPTI: the toolkit's extras, else the pip wheels next to PyTorch (as tools/gpu/run_engine_bench.sh).
-cupti=""
-for d in /usr/local/cuda/extras/CUPTI /usr/local/cuda $(python3 -c 'import site; print(" ".join(p + "/nvidia/cu13 " + p + "/nvidia/cuda_cupti" for p in site.getsitepackages()))' 2>/dev/null); do
-  if [ -f "$d/include/cupti.h" ]; then cupti="$d"; break; fi
-done
-lib=$(ls "$cupti"/lib64/libcupti.so* "$cupti"/lib/libcupti.so* 2>/dev/null | head -1)
-g++ -O2 -shared -fPIC tools/gpu/kernel_trace.cpp -I"$cupti/include" -I/usr/local/cuda/include "$lib" \
-  -Wl,-rpath,"$(dirname "$lib")" -o /tmp/kernel_trace.so 2>"$out/trace_build.log" ||
-  { echo "kernel_trace build failed (cupti: '$cupti', lib: '$lib')"; cat "$out/trace_build.log"; exit 1; }
+bash tools/gpu/build_kernel_trace.sh "$out/trace_build.log" || exit 1
 for b in $batches; do
   echo "## batch $b, context $context, $layers layers"
   timeout 120 env KERNEL_TRACE_OUT="$out/trace_b$b.csv" LD_PRELOAD=/tmp/kernel_trace.so build/gpu/bench/v4_model_bench \

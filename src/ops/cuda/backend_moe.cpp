@@ -93,6 +93,18 @@ MoeSwigluArgs swiglu_args(const float* gate, const float* up, const float* rw, s
   return sw;
 }
 
+// Prefill path (moe_prefill_kernels.cu): fp4 experts whose every weight fits the 128-row-item GEMM.
+bool moe_prefill_ok(std::span<const ExpertWeights> experts, std::int64_t dim, std::int64_t inter) {
+  for (const ExpertWeights& ew : experts)
+    for (const LinearWeight* w : {&ew.w1, &ew.w3, &ew.w2}) {
+      const bool w2 = w == &ew.w2;
+      if (!moe_prefill_fits(dev_weight(*w), dev_format(w->format), w2 ? dim : inter, w2 ? inter : dim,
+                            w2 ? dim : inter))
+        return false;
+    }
+  return true;
+}
+
 }  // namespace
 
 void CudaBackend::moe_route(const Tensor& logits, const Tensor* bias, const Tensor* tid2eid, const Tensor* token_ids,
@@ -190,8 +202,13 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& expert_ids, const T
     return;
   }
 
+  // Prefill: many rows per fp4 expert take the bf16 pipeline below with the 128-row-item GEMM
+  // (bit-identical to its mma.sync kernel, so batch-invariant mode may take it too).
+  const bool prefill = options_.moe_prefill_min_rows > 0 &&
+                       pairs >= options_.moe_prefill_min_rows * std::min(n_exp_all, pairs) &&
+                       moe_prefill_ok(experts, dim, inter);
   // (The grid's y dimension holds the work items: at most pairs / 8 + experts + 1 of them.)
-  if (!options_.batch_invariant && fp8_eligible(e0.w1, options.act_quant_block) &&
+  if (!prefill && !options_.batch_invariant && fp8_eligible(e0.w1, options.act_quant_block) &&
       fp8_eligible(e0.w2, options.act_quant_block) && pairs / kSkinnyRowsSmall + n_exp_all + 1 <= 65535) {
     moe_experts_skinny(xr, ids, wts, k, experts, key, options, o);
     return;
@@ -202,7 +219,7 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& expert_ids, const T
   const MmaTileShape shape = mma_tile_shape(tile);
   // Decode (a few rows per expert): the GEMV streams each touched expert once; items of <= 4 rows.
   const bool gemv = !options_.batch_invariant && rows_per_expert <= kGemvRows;
-  const int item_rows = gemv ? kGemvRows : shape.bm;
+  const int item_rows = prefill ? kMoePrefillRows : (gemv ? kGemvRows : shape.bm);
   const std::int64_t max_items = pairs / item_rows + std::min(n_exp, pairs) + 1;
   const std::int64_t kpad1 = ceil_div(dim, kGemmBK) * kGemmBK;
   const std::int64_t kpad2 = ceil_div(inter, kGemmBK) * kGemmBK;
@@ -247,7 +264,9 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& expert_ids, const T
   g.ldo = inter;
   g.items = place.items;
   g.item_count = place.item_count;
-  if (gemv) {
+  if (prefill) {
+    launch_moe_prefill_gemm(g, static_cast<int>(max_items), 2, stream_);
+  } else if (gemv) {
     launch_gemv(format, true, g, static_cast<int>(max_items), 2, stream_);
   } else {
     launch_mma_gemm(format, tile, true, g, static_cast<int>(ceil_div(inter, shape.bn)), static_cast<int>(max_items), 2,
@@ -274,7 +293,9 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& expert_ids, const T
   g2.out[0] = y;
   g2.out[1] = nullptr;
   g2.ldo = dim;
-  if (gemv) {
+  if (prefill) {
+    launch_moe_prefill_gemm(g2, static_cast<int>(max_items), 1, stream_);
+  } else if (gemv) {
     launch_gemv(format, true, g2, static_cast<int>(max_items), 1, stream_);
   } else {
     launch_mma_gemm(format, tile, true, g2, static_cast<int>(ceil_div(dim, shape.bn)), static_cast<int>(max_items), 1,

@@ -86,6 +86,15 @@ void launch_mma_gemm(DevWeightFormat format, MmaTile tile, bool grouped, const M
 constexpr int kGemvRows = 4;
 void launch_gemv(DevWeightFormat format, bool grouped, const MmaGemmArgs& args, int grid_y, int grid_z,
                  cudaStream_t stream);
+// Prefill grouped GEMM for fp4 experts (moe_prefill_kernels.cu): items of <= kMoePrefillRows rows,
+// bf16 A (a_rows gather) zero padded to K, each fp4 weight tile widened to bf16 once in shared memory
+// for the whole item; f32 (or bf16) out. moe_prefill_fits: ue8m0 block-32 scales, n % 128 == 0,
+// K % 512 == 0 and K <= kMoePrefillMaxK, 16-byte aligned weight and scale rows. grid_y = max items,
+// grid_z = weight sets.
+constexpr int kMoePrefillRows = 128;
+constexpr int kMoePrefillMaxK = 4096;
+bool moe_prefill_fits(const DevWeight& w, DevWeightFormat format, std::int64_t n, std::int64_t k, std::int64_t ldo);
+void launch_moe_prefill_gemm(const MmaGemmArgs& args, int grid_y, int grid_z, cudaStream_t stream);
 void launch_simt_gemm(const SimtGemmArgs& args, cudaStream_t stream);
 void launch_splitk_reduce(const float* partial, int splits, std::int64_t m, std::int64_t n, const DevRows& out,
                           cudaStream_t stream);
