@@ -3,7 +3,8 @@
 // batch sizes, the fp4 routed-expert pipeline over 256 experts, and decode sparse attention.
 // Every time is the median of CUDA-graph replays (ops::cuda_time). Prints markdown tables.
 // usage: ops_cuda_bench [--quick | --attention (that section alone) | --gemm (ceilings, GEMMs, experts) |
-//                        --moe (ceilings, routed experts at decode sizes)]
+//                        --moe (ceilings, routed experts at decode sizes) | --moe-trace (experts, default vs
+//                        previous kernel, a 30 ms pause after each timing: for a kernel trace)]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -13,6 +14,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ops/cuda/cuda_backend.h"
@@ -183,9 +185,18 @@ void bench_gemms(const GemmBackends& be, const Roof& roof, bool quick) {
   std::printf("\n");
 }
 
-// long_units (optional): the default with moe_fp4_wide_passes = 2 (fewer, longer work units).
-void bench_experts(Backend& b, Backend* long_units, Backend& narrow, Backend* invariant, const Roof& roof, bool quick,
-                   bool decode_only) {
+// One routed-expert path to time: a label and the backend whose options select it.
+struct ExpertPath {
+  const char* label;
+  Backend* backend;
+};
+
+// paths[0] is the reference ("default"); every other path's output is compared with it. With
+// trace_gaps, each (T, path) is followed by a synchronised 30 ms pause, so a kernel trace of the run
+// splits into one segment per timing (tools/gpu/run_moe_experts.sh).
+void bench_experts(const std::vector<ExpertPath>& paths, const Roof& roof, const std::vector<std::int64_t>& ts,
+                   bool trace_gaps) {
+  Backend& b = *paths.front().backend;
   const int n_exp = 256, k = 6;
   const std::int64_t dim = 4096, inter = 2048;
   std::vector<ExpertWeights> experts;
@@ -198,18 +209,15 @@ void bench_experts(Backend& b, Backend* long_units, Backend& narrow, Backend* in
   const double setup_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double expert_bytes = 3.0 * (inter * dim / 2 + inter * dim / 32);
   std::printf("## Routed experts: fp4 weights, 256 experts × [2048, 4096] (w1, w3) + [4096, 2048] (w2), top-6\n\n");
-  std::printf("moe_experts(): 'default' = FP8 act quant to codes, sort by expert on the device, grouped FP8 "
-              "tensor-core GEMM for w1/w3 (fp4 widened to e4m3 in registers; 16-byte weight loads and items of 8 "
-              "or 16 rows per expert up to 16 rows per expert, else 4-byte loads and items of 32), SwiGLU + act "
-              "quant to codes, w2, combine; '4-byte' = the same with the 4-byte-load skinny kernel "
-              "(moe_fp4_wide off: the session-3 path); '2-pass units' = the default with moe_fp4_wide_passes = 2; 'mma' = the batch-invariant backend's pipeline "
-              "(mma.sync, fp4 → bf16 in shared memory; the previous path). Bytes = distinct experts touched × %.1f "
-              "MB + activations. (weights generated in %.0f s)\n\n", expert_bytes / 1e6, setup_s);
+  std::printf("moe_experts(): FP8 act quant to codes, sort by expert on the device, grouped FP8 tensor-core GEMM "
+              "for w1/w3 (fp4 widened to e4m3), SwiGLU + act quant to codes, w2, combine. Paths: 'default' = "
+              "this build's defaults (16-byte fp4 loads through a 6-stage cp.async pipeline); 'pipe 4' = 4 "
+              "stages; 'wide regs' = moe_fp4_pipe_stages 0 (the register-staged 16-byte kernel, the previous "
+              "default); '4-byte' = moe_fp4_wide off (the session-3 kernel); 'mma' = the batch-invariant "
+              "pipeline. Bytes = distinct experts touched × %.1f MB + activations. (weights generated in %.0f s)\n\n",
+              expert_bytes / 1e6, setup_s);
   std::printf("| tokens | experts touched | path | time µs | TFLOP/s | GB/s | floor µs | floor/time | vs default |\n");
   std::printf("| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
-  std::vector<std::int64_t> ts =
-      quick ? std::vector<std::int64_t>{1, 256} : std::vector<std::int64_t>{1, 4, 8, 32, 64, 256, 1024, 4096};
-  if (decode_only) ts = {1, 4, 8, 32, 64, 128, 256, 512};
   for (std::int64_t t : ts) {
     std::vector<std::int32_t> ids(static_cast<std::size_t>(t * k));
     std::mt19937 rng(static_cast<std::uint32_t>(t));
@@ -235,8 +243,8 @@ void bench_experts(Backend& b, Backend* long_units, Backend& narrow, Backend* in
     const double bytes = static_cast<double>(touched.size()) * expert_bytes + t * dim * 6.0;
     const double fl = floor_us(bytes, flops, roof.fp8_tflops, roof);
     Tensor first = Tensor::empty({t, dim}, DType::kF32), host_out = Tensor::empty({t, dim}, DType::kF32);
-    for (Backend* be : {&b, long_units, &narrow, invariant}) {
-      if (be == nullptr) continue;
+    for (const ExpertPath& path : paths) {
+      Backend* be = path.backend;
       const CudaTiming tm = cuda_time(*be, [&] { be->moe_experts(x, gid, gw, experts, options, out); }, 3, 10);
       const double us = tm.median_ms * 1e3;
       // max |Δ| / max |default| against the default path's output (same inputs).
@@ -247,11 +255,11 @@ void bench_experts(Backend& b, Backend* long_units, Backend& narrow, Backend* in
         diff = std::max(diff, static_cast<double>(std::fabs(host_out.data<float>()[i] - first.data<float>()[i])));
         ref = std::max(ref, static_cast<double>(std::fabs(first.data<float>()[i])));
       }
-      const char* path = be == &b ? "default" : be == long_units ? "2-pass units" : (be == &narrow ? "4-byte" : "mma");
       std::printf("| %lld | %zu | %s | %.1f | %.1f | %.0f | %.1f | %.0f%% | %.1e |\n", static_cast<long long>(t),
-                  touched.size(), path, us, flops / (us * 1e6), bytes / (us * 1e3), fl, 100.0 * fl / us,
+                  touched.size(), path.label, us, flops / (us * 1e6), bytes / (us * 1e3), fl, 100.0 * fl / us,
                   ref > 0.0 ? diff / ref : diff);
       std::fflush(stdout);
+      if (trace_gaps) std::this_thread::sleep_for(std::chrono::milliseconds(30));
     }
   }
   std::printf("\n");
@@ -369,13 +377,22 @@ int main(int argc, char** argv) {
     CudaBackendOptions nar;
     nar.moe_fp4_wide = false;
     auto narrow = make_cuda_backend(nar);
-    if (argc > 1 && std::strcmp(argv[1], "--moe") == 0) {
+    if (argc > 1 && (std::strcmp(argv[1], "--moe") == 0 || std::strcmp(argv[1], "--moe-trace") == 0)) {
+      const bool trace = std::strcmp(argv[1], "--moe-trace") == 0;
       Roof roof;
-      measure_roof(roof, *fast);
-      CudaBackendOptions two;
-      two.moe_fp4_wide_passes = 2;
-      auto two_pass = make_cuda_backend(two);
-      bench_experts(*fast, two_pass.get(), *narrow, nullptr, roof, false, true);
+      if (!trace) measure_roof(roof, *fast);
+      CudaBackendOptions four, regs;
+      four.moe_fp4_pipe_stages = 4;
+      regs.moe_fp4_pipe_stages = 0;
+      auto pipe4 = make_cuda_backend(four);
+      auto wide_regs = make_cuda_backend(regs);
+      std::vector<ExpertPath> paths = {{"default", fast.get()}, {"wide regs", wide_regs.get()}};
+      if (!trace) {
+        paths.push_back({"pipe 4", pipe4.get()});
+        paths.push_back({"4-byte", narrow.get()});
+      }
+      bench_experts(paths, roof, trace ? std::vector<std::int64_t>{1, 8, 32, 128, 256}
+                                       : std::vector<std::int64_t>{1, 4, 8, 32, 64, 128, 256, 512}, trace);
       return 0;
     }
     CudaBackendOptions inv;
@@ -399,7 +416,9 @@ int main(int argc, char** argv) {
     measure_roof(roof, *fast);
     bench_gemms({*fast, *invariant, *skinny, *fp8_lt, *bf16_lt}, roof, quick);
     if (argc <= 1 || std::strcmp(argv[1], "--gemm") != 0) bench_attention(*fast, roof);
-    bench_experts(*fast, nullptr, *narrow, invariant.get(), roof, quick, false);
+    bench_experts({{"default", fast.get()}, {"4-byte", narrow.get()}, {"mma", invariant.get()}}, roof,
+                  quick ? std::vector<std::int64_t>{1, 256} : std::vector<std::int64_t>{1, 4, 8, 32, 64, 256, 1024, 4096},
+                  false);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ops_cuda_bench: %s\n", e.what());
     return 1;

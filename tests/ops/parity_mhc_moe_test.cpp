@@ -133,9 +133,42 @@ TEST(CudaParity, MoeExpertsMatchCpuThroughTheGroupedGemm) {
   }
 }
 
-// fp4 experts with dims % 128 == 0 and act block 128: the 16-byte-load grouped GEMM (items of 8 rows
-// at T = 1, 5; of 16 at T = 12, 40; T = 120 has > 16 rows per expert and takes the 4-byte kernel) and
-// the 4-byte-load kernel it replaces both match the CPU, and the new path repeats its bits exactly.
+// More experts than the sort kernel has threads (each thread scans a range of experts): every pair
+// is still placed once, in expert order, on the FP8 path and the batch-invariant one.
+TEST(CudaParity, MoeExpertsPlacePairsWhenExpertsOutnumberSortThreads) {
+  DEEPINFER_REQUIRE_GPU();
+  const int n_exp = 1200, k = 6;
+  const std::int64_t dim = 128, inter = 128;
+  std::vector<ExpertWeights> cpu_experts, gpu_experts;
+  for (int e = 0; e < n_exp; ++e) {
+    const auto seed = static_cast<std::uint32_t>(7 * e + 5);
+    ExpertWeights ew{expert_weight(ExpertFmt::kFp8, inter, dim, seed), expert_weight(ExpertFmt::kFp8, inter, dim, seed + 1),
+                     expert_weight(ExpertFmt::kFp8, dim, inter, seed + 2)};
+    gpu_experts.push_back({to_gpu(ew.w1), to_gpu(ew.w3), to_gpu(ew.w2)});
+    cpu_experts.push_back(std::move(ew));
+  }
+  const MoeOptions options{10.0f, 128, DType::kBF16};
+  for (std::int64_t t : {1, 300}) {
+    const Tensor x = random_tensor({t, dim}, 61, 1.0f, DType::kBF16);
+    const Tensor id_t = i32_tensor({t, k}, skewed_expert_ids(t, k, n_exp));
+    const Tensor wts = random_tensor({t, k}, 63, 0.3f);
+    Tensor want = Tensor::empty({t, dim}, DType::kF32);
+    backend().moe_experts(x, id_t, wts, cpu_experts, options, want);
+    for (Backend* b : {&gpu(), &gpu_invariant()}) {
+      SCOPED_TRACE(testing::Message() << "T=" << t << " invariant " << (b == &gpu_invariant()));
+      Tensor got = poisoned({t, dim}, DType::kF32, *b);
+      b->moe_experts(to_gpu(x, *b), to_gpu(id_t, *b), to_gpu(wts, *b), gpu_experts, options, got);
+      expect_parity(got, want, kTolBf16, *b);
+    }
+  }
+}
+
+// fp4 experts with dims % 128 == 0 and act block 128: the 16-byte-load grouped GEMM through the
+// cp.async pipeline (6 stages: the default; 4 stages), the register-staged kernel it replaces (items of
+// 8 rows at T = 1, 5; of 16 at T = 12, 40; T = 120 has > 16 rows per expert and takes the 4-byte
+// kernel) and the 4-byte-load kernel all match the CPU, and each repeats its bits exactly. The shapes
+// cover K split across warps (w1/w3 at small T), fewer K chunks than pipeline stages (w2: K = 384),
+// several work units per block and items of fewer rows than their tile.
 TEST(CudaParity, MoeFp4ExpertsMatchCpuThroughTheWideLoadGemm) {
   DEEPINFER_REQUIRE_GPU();
   const int n_exp = 16, k = 6;
@@ -148,12 +181,20 @@ TEST(CudaParity, MoeFp4ExpertsMatchCpuThroughTheWideLoadGemm) {
     gpu_experts.push_back({to_gpu(ew.w1), to_gpu(ew.w3), to_gpu(ew.w2)});
     cpu_experts.push_back(std::move(ew));
   }
+  struct Path {
+    const char* name;
+    std::unique_ptr<Backend> backend;
+  };
+  std::vector<Path> paths;
+  for (int stages : {6, 4, 0}) {
+    CudaBackendOptions o;
+    o.moe_fp4_wide = true;
+    o.moe_fp4_pipe_stages = stages;
+    paths.push_back({stages == 6 ? "pipe 6" : (stages == 4 ? "pipe 4" : "wide regs"), make_cuda_backend(o)});
+  }
   CudaBackendOptions narrow_options;
   narrow_options.moe_fp4_wide = false;
-  const std::unique_ptr<Backend> narrow = make_cuda_backend(narrow_options);
-  CudaBackendOptions wide_options;
-  wide_options.moe_fp4_wide = true;
-  const std::unique_ptr<Backend> wide = make_cuda_backend(wide_options);
+  paths.push_back({"4-byte", make_cuda_backend(narrow_options)});
   const MoeOptions options{10.0f, 128, DType::kBF16};
   for (std::int64_t t : {1, 5, 12, 40, 120}) {
     const Tensor x = random_tensor({t, dim}, 91, 1.0f, DType::kBF16);
@@ -161,8 +202,9 @@ TEST(CudaParity, MoeFp4ExpertsMatchCpuThroughTheWideLoadGemm) {
     const Tensor wts = random_tensor({t, k}, 93, 0.3f);
     Tensor want = Tensor::empty({t, dim}, DType::kF32);
     backend().moe_experts(x, id_t, wts, cpu_experts, options, want);
-    for (Backend* b : {wide.get(), narrow.get()}) {
-      SCOPED_TRACE(testing::Message() << "T=" << t << " wide " << (b == wide.get()));
+    for (const Path& path : paths) {
+      Backend* b = path.backend.get();
+      SCOPED_TRACE(testing::Message() << "T=" << t << " path " << path.name);
       const Tensor gx = to_gpu(x, *b), gid = to_gpu(id_t, *b), gw = to_gpu(wts, *b);
       Tensor got = poisoned({t, dim}, DType::kF32, *b);
       b->moe_experts(gx, gid, gw, gpu_experts, options, got);

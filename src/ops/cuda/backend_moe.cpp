@@ -384,7 +384,11 @@ void CudaBackend::moe_experts_skinny(const DevRows& x, const std::int32_t* ids, 
   g.out[1] = up;
   g.ldo = inter;
   if (wide1) {
-    launch_skinny_fp4_wide(group, g, grid_y, 2, stream_);
+    if (options_.moe_fp4_pipe_stages > 0) {
+      launch_skinny_fp4_pipe(group, options_.moe_fp4_pipe_stages, g, grid_y, 2, stream_);
+    } else {
+      launch_skinny_fp4_wide(group, g, grid_y, 2, stream_);
+    }
   } else {
     launch_skinny_gemm(format, group, true, g, grid_y, 2, stream_);
   }
@@ -413,7 +417,11 @@ void CudaBackend::moe_experts_skinny(const DevRows& x, const std::int32_t* ids, 
   g2.out[1] = nullptr;
   g2.ldo = dim;
   if (wide2) {
-    launch_skinny_fp4_wide(group, g2, grid_y, 1, stream_);
+    if (options_.moe_fp4_pipe_stages > 0) {
+      launch_skinny_fp4_pipe(group, options_.moe_fp4_pipe_stages, g2, grid_y, 1, stream_);
+    } else {
+      launch_skinny_fp4_wide(group, g2, grid_y, 1, stream_);
+    }
   } else {
     launch_skinny_gemm(format, group, true, g2, grid_y, 1, stream_);
   }

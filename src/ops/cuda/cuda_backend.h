@@ -31,6 +31,10 @@ struct CudaBackendOptions {
   // Its K split stops where a warp would stream fewer than this many 512-K passes per work unit
   // (1: split for balance across SMs; more: fewer, longer units, each paying one item/table look-up).
   int moe_fp4_wide_passes = 1;
+  // The same fp4 expert GEMM with its weights streamed through this many cp.async shared-memory
+  // stages (4 or 6; 0 = the register-staged kernel above). Bit-identical to it for equal K splits;
+  // measured slower (2026-11-30), so off by default.
+  int moe_fp4_pipe_stages = 0;
   // Prefill: fp4 experts with at least this many rows per expert on average (0 = off) go through the
   // grouped GEMM that widens each weight tile to bf16 once per 128-row item (moe_prefill_kernels.cu);
   // bit-identical to the batch-invariant mma.sync pipeline, so that mode takes it too.

@@ -144,6 +144,10 @@ void launch_skinny_gemm(DevWeightFormat format, int group_rows, bool grouped, co
 // items, grid_z = weight sets (the launch itself is one wave walking the active items).
 constexpr int kSkinnyRowsMid = 16;
 void launch_skinny_fp4_wide(int group_rows, const SkinnyGemmArgs& args, int grid_y, int grid_z, cudaStream_t stream);
+// The same grouped fp4 GEMM (same arguments and requirements) with the weights streamed through a
+// `stages`-deep cp.async shared-memory pipeline (4 or 6; moe_fp4_kernels.cu).
+void launch_skinny_fp4_pipe(int group_rows, int stages, const SkinnyGemmArgs& args, int grid_y, int grid_z,
+                            cudaStream_t stream);
 
 // ---- attention ------------------------------------------------------------------------------------
 constexpr int kMaxAttnSources = 4;

@@ -100,14 +100,54 @@ __global__ void __launch_bounds__(kRouteWarps * 32) moe_route_kernel(RouteArgs a
   }
 }
 
-// Single block: counts per expert, expert start offsets, work items of <= bm rows, then a stable
-// placement (pairs of one expert keep ascending pair order) so the layout never depends on timing.
+// Exclusive prefix sums over the block of two per-thread values (the rows and the items of a thread's
+// experts); returns the block totals in *total_a / *total_b.
+__device__ __forceinline__ void block_exclusive_scan2(int& va, int& vb, int* scratch, int* total_a, int* total_b) {
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, warps = blockDim.x / 32;
+  int ia = va, ib = vb;
+  for (int o = 1; o < 32; o <<= 1) {
+    const int ua = __shfl_up_sync(0xffffffffu, ia, o), ub = __shfl_up_sync(0xffffffffu, ib, o);
+    if (lane >= o) {
+      ia += ua;
+      ib += ub;
+    }
+  }
+  if (lane == 31) {
+    scratch[warp] = ia;
+    scratch[32 + warp] = ib;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    int wa = lane < warps ? scratch[lane] : 0, wb = lane < warps ? scratch[32 + lane] : 0;
+    for (int o = 1; o < 32; o <<= 1) {
+      const int ua = __shfl_up_sync(0xffffffffu, wa, o), ub = __shfl_up_sync(0xffffffffu, wb, o);
+      if (lane >= o) {
+        wa += ua;
+        wb += ub;
+      }
+    }
+    scratch[64 + lane] = wa;  // inclusive over warps
+    scratch[96 + lane] = wb;
+  }
+  __syncthreads();
+  const int before_a = warp > 0 ? scratch[64 + warp - 1] : 0, before_b = warp > 0 ? scratch[96 + warp - 1] : 0;
+  *total_a = scratch[64 + warps - 1];
+  *total_b = scratch[96 + warps - 1];
+  va = before_a + ia - va;
+  vb = before_b + ib - vb;
+}
+
+// Single block: counts per expert, expert start offsets and work items of <= bm rows (each thread
+// owns a contiguous range of experts; one block-wide scan), then a stable placement (pairs of one
+// expert keep ascending pair order) so the layout never depends on timing.
 __global__ void __launch_bounds__(kSortThreads) moe_sort_kernel(MoeSortArgs a) {
   extern __shared__ int sm[];
-  int* base = sm;                       // [E] running placement offset
+  __shared__ int scan[128];
+  int* base = sm;                       // [E] count, then running placement offset
   int* wcount = sm + a.experts;         // [32][E]
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   for (int e = tid; e < a.experts; e += kSortThreads) base[e] = 0;
+  for (int j = tid; j < 32 * a.experts; j += kSortThreads) wcount[j] = 0;
   __syncthreads();
   for (std::int64_t i = tid; i < a.pairs; i += kSortThreads) {
     const std::int32_t e = a.ids[i];
@@ -119,17 +159,22 @@ __global__ void __launch_bounds__(kSortThreads) moe_sort_kernel(MoeSortArgs a) {
     }
   }
   __syncthreads();
-  if (tid == 0) {
-    int start = 0, items = 0;
-    for (int e = 0; e < a.experts; ++e) {
-      const int c = base[e];
-      for (int r = 0; r < c; r += a.bm) a.items[items++] = make_int4(e, start + r, min(a.bm, c - r), 0);
-      base[e] = start;
-      start += c;
-    }
-    *a.item_count = items;
+  const int per_thread = (a.experts + kSortThreads - 1) / kSortThreads;
+  const int e0 = min(tid * per_thread, a.experts), e1 = min(e0 + per_thread, a.experts);
+  int rows = 0, items = 0;
+  for (int e = e0; e < e1; ++e) {
+    rows += base[e];
+    items += (base[e] + a.bm - 1) / a.bm;
   }
-  for (int j = tid; j < 32 * a.experts; j += kSortThreads) wcount[j] = 0;
+  int total_rows = 0, total_items = 0;
+  block_exclusive_scan2(rows, items, scan, &total_rows, &total_items);
+  for (int e = e0; e < e1; ++e) {
+    const int c = base[e];
+    for (int r = 0; r < c; r += a.bm) a.items[items++] = make_int4(e, rows + r, min(a.bm, c - r), 0);
+    base[e] = rows;
+    rows += c;
+  }
+  if (tid == 0) *a.item_count = total_items;
   __syncthreads();
   for (std::int64_t chunk = 0; chunk < a.pairs; chunk += kSortThreads) {
     const std::int64_t i = chunk + tid;
@@ -208,46 +253,76 @@ __global__ void moe_swiglu_kernel(MoeSwigluArgs a) {
   for (std::int64_t j = a.inter + threadIdx.x; j < a.ld; j += blockDim.x) store(j, 0.0f);
 }
 
-// One block per token: Σ over its slots in ascending expert order of the rounded expert outputs.
-__global__ void moe_combine_kernel(MoeCombineArgs a) {
-  __shared__ int order[64];
+// The same for e4m3 codes with 128-column act blocks and no padding columns (inter % 128 == 0, ld ==
+// inter), one 128-thread block per (placed row, act block): every value is one thread's, so a decode
+// step's few rows spread over many SMs. Same formulas; the block max is order-independent.
+__global__ void __launch_bounds__(128) moe_swiglu_codes128_kernel(MoeSwigluArgs a) {
+  __shared__ float wmax[4];
+  const std::int64_t p = blockIdx.x;
+  const std::int64_t j = static_cast<std::int64_t>(blockIdx.y) * 128 + threadIdx.x;
+  const float rw = a.rw[p];
+  float g = round_like(a.mid_bf16, a.gate[p * a.inter + j]);
+  float u = round_like(a.mid_bf16, a.up[p * a.inter + j]);
+  if (a.limit > 0.0f) {
+    u = fminf(fmaxf(u, -a.limit), a.limit);
+    g = fminf(g, a.limit);
+  }
+  const float h = round_like(a.mid_bf16, rw * (g / (1.0f + expf(-g)) * u));
+  const float m = warp_max(fabsf(h));
+  if (threadIdx.x % 32 == 0) wmax[threadIdx.x / 32] = m;
+  __syncthreads();
+  const float s = fp8_block_scale(fmaxf(fmaxf(wmax[0], wmax[1]), fmaxf(wmax[2], wmax[3])));
+  a.codes[p * a.ld + j] = f32_to_e4m3(fminf(fmaxf(h / s, -kE4M3MaxF), kE4M3MaxF));
+  if (threadIdx.x == 0) a.code_scales[static_cast<std::int64_t>(blockIdx.y) * a.scales_ld + p] = s;
+}
+
+// Block (token, 512-column slice): Σ over the token's slots in ascending (expert, slot) order of the
+// rounded expert outputs, four consecutive columns per thread (16-byte loads when aligned).
+constexpr int kCombineThreads = 128;
+__global__ void __launch_bounds__(kCombineThreads) moe_combine_kernel(MoeCombineArgs a) {
+  __shared__ std::int32_t sid[64], spos[64];
   __shared__ std::int32_t prow[64];  // placed row of each slot, in summation order
   const std::int64_t t = blockIdx.x;
-  if (threadIdx.x == 0) {
-    for (int j = 0; j < a.k; ++j) order[j] = j;
-    for (int j = 1; j < a.k; ++j) {  // insertion sort by (expert, slot): stable
-      const int v = order[j];
-      int i = j - 1;
-      while (i >= 0 && a.ids[t * a.k + order[i]] > a.ids[t * a.k + v]) {
-        order[i + 1] = order[i];
-        --i;
-      }
-      order[i + 1] = v;
-    }
+  const int tid = threadIdx.x;
+  if (tid < a.k) {
+    sid[tid] = a.ids[t * a.k + tid];
+    spos[tid] = a.pos[t * a.k + tid];
   }
   __syncthreads();
-  if (threadIdx.x < a.k) prow[threadIdx.x] = a.pos[t * a.k + order[threadIdx.x]];
+  if (tid < a.k) {  // rank by (expert, slot): the stable order, one slot per thread
+    int rank = 0;
+    for (int i = 0; i < a.k; ++i) rank += (sid[i] < sid[tid] || (sid[i] == sid[tid] && i < tid)) ? 1 : 0;
+    prow[rank] = spos[tid];
+  }
   __syncthreads();
-  // Four columns per thread and pass, so their loads are in flight together.
-  const std::int64_t step = blockDim.x;
-  for (std::int64_t c0 = threadIdx.x; c0 < a.d; c0 += 4 * step) {
-    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll 2
-    for (int j = 0; j < a.k; ++j) {
-      const std::int32_t p = prow[j];
-      if (p < 0) continue;
-      const float* yr = a.y + static_cast<std::int64_t>(p) * a.d;
+  const std::int64_t c0 = (static_cast<std::int64_t>(blockIdx.y) * kCombineThreads + tid) * 4;
+  if (c0 >= a.d) return;
+  float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  const bool vec = (a.d % 4 == 0) &&
+                   ((reinterpret_cast<std::uintptr_t>(a.y) | reinterpret_cast<std::uintptr_t>(a.out)) % 16 == 0);
+  for (int j = 0; j < a.k; ++j) {
+    const std::int32_t p = prow[j];
+    if (p < 0) continue;
+    const float* yr = a.y + static_cast<std::int64_t>(p) * a.d + c0;
+    if (vec) {
+      const float4 v = *reinterpret_cast<const float4*>(yr);
+      s[0] += round_like(a.mid_bf16, v.x);
+      s[1] += round_like(a.mid_bf16, v.y);
+      s[2] += round_like(a.mid_bf16, v.z);
+      s[3] += round_like(a.mid_bf16, v.w);
+    } else {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const std::int64_t c = c0 + e * step;
-        if (c < a.d) s[e] += round_like(a.mid_bf16, yr[c]);
-      }
+      for (int e = 0; e < 4; ++e)
+        if (c0 + e < a.d) s[e] += round_like(a.mid_bf16, yr[e]);
     }
+  }
+  float* o = a.out + t * a.d + c0;
+  if (vec) {
+    *reinterpret_cast<float4*>(o) = make_float4(s[0], s[1], s[2], s[3]);
+  } else {
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const std::int64_t c = c0 + e * step;
-      if (c < a.d) a.out[t * a.d + c] = s[e];
-    }
+    for (int e = 0; e < 4; ++e)
+      if (c0 + e < a.d) o[e] = s[e];
   }
 }
 
@@ -269,6 +344,11 @@ void launch_moe_sort(const MoeSortArgs& args, cudaStream_t stream) {
 
 void launch_moe_swiglu(const MoeSwigluArgs& args, std::int64_t rows, cudaStream_t stream) {
   if (rows == 0) return;
+  if (args.codes != nullptr && args.act_block == 128 && args.inter % 128 == 0 && args.ld == args.inter) {
+    moe_swiglu_codes128_kernel<<<dim3(static_cast<unsigned>(rows), static_cast<unsigned>(args.inter / 128)), 128, 0,
+                                 stream>>>(args);
+    return;
+  }
   const std::size_t smem = static_cast<std::size_t>(args.inter) * sizeof(float);
   cudaFuncSetAttribute(moe_swiglu_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   moe_swiglu_kernel<<<static_cast<unsigned>(rows), 256, smem, stream>>>(args);
@@ -276,7 +356,8 @@ void launch_moe_swiglu(const MoeSwigluArgs& args, std::int64_t rows, cudaStream_
 
 void launch_moe_combine(const MoeCombineArgs& args, std::int64_t tokens, cudaStream_t stream) {
   if (tokens == 0) return;
-  moe_combine_kernel<<<static_cast<unsigned>(tokens), 256, 0, stream>>>(args);
+  const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>((args.d + 4 * kCombineThreads - 1) / (4 * kCombineThreads)));
+  moe_combine_kernel<<<grid, kCombineThreads, 0, stream>>>(args);
 }
 
 }  // namespace deepinfer::ops::cuda
