@@ -351,6 +351,8 @@ TEST(CudaGraph, ReplaysStayValidAfterLaterScratchGrowth) {
   be.linear(x, w, {128}, out);
   const auto eager = bytes_of(out);
   Graph graph = capture_graph(be, [&] { be.linear(x, w, {128}, out); });
+  const void* captured_scratch = captured_memory(be);
+  EXPECT_NE(captured_scratch, nullptr);
   // Grow the scratch well past anything so far (a large fp8 GEMM dequantises its weight there),
   // then fill fresh allocations with NaN: a freed old buffer would likely be handed out again.
   {
@@ -363,6 +365,8 @@ TEST(CudaGraph, ReplaysStayValidAfterLaterScratchGrowth) {
     be.linear(bx, bw, {}, bo);
     be.synchronize();
   }
+  // The replaced scratch is what the graph holds: captured_memory tells graph caches it is stale.
+  EXPECT_NE(captured_memory(be), captured_scratch);
   std::vector<Tensor> decoys;
   for (int i = 0; i < 8; ++i) {
     decoys.push_back(be.empty(Shape{std::int64_t{1} << 24}, DType::kF32));
