@@ -4,7 +4,8 @@
 // the model's, and the host-side gap between collecting a step and launching the next (a floor of
 // the GPU's idle time between steps; tools/gpu/run_engine_bench.sh adds the CUPTI busy time).
 // usage: engine_bench [--model DIR | --dummy CONFIG [--layers N] [--device cuda]] [--overlap on|off|auto]
-//                     [--host-sampling] [requests=256] [prompt=512] [output=128] [vocab=129280]
+//                     [--host-sampling] [--ahead on|off] [--top-k K] [--top-p P]
+//                     [requests=256] [prompt=512] [output=128] [vocab=129280]
 //                     [temperature=1] [max_num_seqs=256] [workers=0] [shared_prefix=0]
 // With --model the engine is set up as deepinfer::LLM sets it up (open_engine).
 #include <algorithm>
@@ -58,7 +59,8 @@ std::unique_ptr<Engine> open_real_engine([[maybe_unused]] const char* model_dir,
 using Clock = std::chrono::steady_clock;
 
 // Wraps a runner and times, on the host, the gap from each collect() returning to the next
-// launch(): the device has finished the step and waits for the host that whole time.
+// launch() when nothing else is launched: the device has finished the step and waits for the host
+// that whole time. A step launched ahead (before the previous one is collected) has no such gap.
 class GapTimingRunner final : public ModelRunner {
  public:
   explicit GapTimingRunner(std::unique_ptr<ModelRunner> inner) : inner_(std::move(inner)) {}
@@ -69,13 +71,24 @@ class GapTimingRunner final : public ModelRunner {
   void launch(const ForwardBatch& batch) override {
     if (collected_) gaps_.push_back(std::chrono::duration<double>(Clock::now() - *collected_).count());
     inner_->launch(batch);
+    ++launched_;
+  }
+  void launch_ahead(const ForwardBatch& batch, const Tensor& sampled) override {
+    if (collected_) gaps_.push_back(0.0);
+    inner_->launch_ahead(batch, sampled);
+    ++launched_;
   }
   void collect(std::span<float> logits) override {
     inner_->collect(logits);
-    collected_ = Clock::now();
+    if (--launched_ == 0) {
+      collected_ = Clock::now();
+    } else {
+      collected_.reset();
+    }
   }
   ops::Backend* device_backend() override { return inner_->device_backend(); }
   const Tensor& device_logits() const override { return inner_->device_logits(); }
+  bool can_launch_ahead() const override { return inner_->can_launch_ahead(); }
   // Mean of the last `n` gaps (the steady decode steps), seconds.
   double mean_gap(std::size_t n) const {
     n = std::min(n, gaps_.size());
@@ -86,8 +99,9 @@ class GapTimingRunner final : public ModelRunner {
 
  private:
   std::unique_ptr<ModelRunner> inner_;
-  std::optional<Clock::time_point> collected_;
+  std::optional<Clock::time_point> collected_;  // when the last collect() left nothing launched
   std::vector<double> gaps_;
+  int launched_ = 0;
 };
 
 #ifdef DEEPINFER_BENCH_DUMMY_MODEL
@@ -108,6 +122,8 @@ class DummyRunner final : public ModelRunner {
   void collect(std::span<float> logits) override { runner_.collect(logits); }
   ops::Backend* device_backend() override { return runner_.device_backend(); }
   const Tensor& device_logits() const override { return runner_.device_logits(); }
+  bool can_launch_ahead() const override { return runner_.can_launch_ahead(); }
+  void launch_ahead(const ForwardBatch& batch, const Tensor& sampled) override { runner_.launch_ahead(batch, sampled); }
 
  private:
   std::unique_ptr<ops::Backend> backend_;
@@ -136,6 +152,9 @@ int main(int argc, char** argv) try {
   std::string device = "cpu";
   EngineConfig::Overlap overlap = EngineConfig::Overlap::kAuto;
   bool host_sampling = false;
+  bool ahead = true;
+  std::int32_t top_k = -1;
+  float top_p = 1.0f;
   while (argc > 1 && std::strncmp(argv[1], "--", 2) == 0) {
     const std::string flag = argv[1];
     const char* value = argc > 2 ? argv[2] : "";
@@ -152,6 +171,12 @@ int main(int argc, char** argv) try {
       overlap = std::strcmp(value, "on") == 0    ? EngineConfig::Overlap::kOn
                 : std::strcmp(value, "off") == 0 ? EngineConfig::Overlap::kOff
                                                  : EngineConfig::Overlap::kAuto;
+    } else if (flag == "--ahead") {
+      ahead = std::strcmp(value, "off") != 0;
+    } else if (flag == "--top-k") {
+      top_k = std::atoi(value);
+    } else if (flag == "--top-p") {
+      top_p = std::strtof(value, nullptr);
     } else if (flag == "--host-sampling") {
       host_sampling = true;
       used = 1;
@@ -181,6 +206,7 @@ int main(int argc, char** argv) try {
   config.worker_threads = workers;
   config.overlap = overlap;
   config.device_sampling = !host_sampling;
+  config.launch_ahead = ahead;
   FakeModelConfig model;
   model.vocab_size = vocab;
   std::unique_ptr<ModelRunner> inner;
@@ -210,6 +236,8 @@ int main(int argc, char** argv) try {
     }
     SamplingParams params;
     params.temperature = temperature;
+    params.top_k = top_k;
+    params.top_p = top_p;
     params.max_tokens = output_len;
     params.ignore_eos = true;
     params.seq_seed = static_cast<std::uint64_t>(r);
@@ -234,9 +262,9 @@ int main(int argc, char** argv) try {
                                  : dummy_config ? std::string(dummy_config) + " (dummy, " + std::to_string(layers) +
                                                       " layers, " + device + ")"
                                                 : std::string("fake");
-  std::printf("model %s requests %d prompt %d output %d vocab %d temperature %.2f workers %d\n", model_name.c_str(),
-              requests, prompt_len, output_len, engine.vocab_size(),
-              static_cast<double>(temperature), workers);
+  std::printf("model %s requests %d prompt %d output %d vocab %d temperature %.2f top_k %d top_p %.2f workers %d\n",
+              model_name.c_str(), requests, prompt_len, output_len, engine.vocab_size(), static_cast<double>(temperature),
+              top_k, static_cast<double>(top_p), workers);
   std::printf("steps %lld  prefill tokens %lld  decode tokens %lld  generated %lld  wall %.3f s\n",
               static_cast<long long>(s.steps), static_cast<long long>(s.prefill_tokens),
               static_cast<long long>(s.decode_tokens), static_cast<long long>(s.generated_tokens), wall);
@@ -250,6 +278,10 @@ int main(int argc, char** argv) try {
               "(%lld rows sampled on the device)\n",
               engine.overlapped() ? "overlapped" : "synchronous", engine.stats().device_sampled_rows > 0 ? "device" : "host",
               tail, 1e3 * tail_wall, 1e3 * gaps.mean_gap(tail), static_cast<long long>(s.device_sampled_rows));
+  const double tail_batch = static_cast<double>(std::min(requests, max_num_seqs));
+  std::printf("launched ahead: %s, %lld steps (%lld wasted rows); decode %.0f tokens/s over the last %zu steps\n",
+              engine.launches_ahead() ? "on" : "off", static_cast<long long>(s.steps_launched_ahead),
+              static_cast<long long>(s.wasted_rows), tail_wall > 0.0 ? tail_batch / tail_wall : 0.0, tail);
   std::printf("process cpu %.3f s over wall %.3f s (%.0f%%)\n", cpu, wall, 100.0 * cpu / wall);
   if (const cache::PrefixCache* prefix = engine.scheduler().prefix_cache()) {
     std::printf("prefix cache: token hit rate %.3f\n", prefix->stats().token_hit_rate());

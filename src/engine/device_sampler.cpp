@@ -1,4 +1,4 @@
-// Packing, upload and read-back of device sampling.
+// Packing, staged upload and asynchronous read-back of device sampling.
 #include "engine/device_sampler.h"
 
 #include <algorithm>
@@ -8,15 +8,6 @@
 
 namespace deepinfer::engine {
 namespace {
-
-// A device buffer of at least `rows` rows of `width` i32 (grown by doubling), viewed as [rows, width].
-Tensor rows_view(ops::Backend& backend, Tensor& buffer, std::int64_t rows, std::int64_t width) {
-  if (!buffer.defined() || buffer.numel() == 0 || buffer.dim(0) < rows) {
-    const std::int64_t have = buffer.defined() && buffer.ndim() == 2 ? buffer.dim(0) : 0;
-    buffer = backend.empty(Shape{std::max<std::int64_t>({rows, 2 * have, 16}), width}, DType::kI32);
-  }
-  return buffer.narrow(0, 0, rows);
-}
 
 void upload_words(ops::Backend& backend, const void* host, Tensor& device) {
   if (device.numel() == 0) return;
@@ -28,77 +19,129 @@ void upload_words(ops::Backend& backend, const void* host, Tensor& device) {
 
 DeviceSampler::DeviceSampler(ops::Backend& backend, std::int32_t vocab_size, std::int32_t max_logprobs,
                              std::span<const std::int32_t> raw_bans)
-    : backend_(backend), vocab_(vocab_size), max_top_(max_logprobs) {
+    : backend_(backend), vocab_(vocab_size), max_top_(max_logprobs), width_(ops::sample_out_words(max_logprobs)) {
   std::vector<std::int32_t> ids(raw_bans.begin(), raw_bans.end());
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());  // the op wants distinct raw bans
   for (std::int32_t id : ids) {
     DI_CHECK(id >= 0 && id < vocab_size, "device sampler: banned id {} outside the vocabulary [0, {})", id, vocab_size);
-    entries_.push_back({id, 0.0f});
+    raw_ban_entries_.push_back({id, 0.0f});
   }
-  num_raw_bans_ = static_cast<std::int32_t>(entries_.size());
+  num_raw_bans_ = static_cast<std::int32_t>(raw_ban_entries_.size());
+}
+
+DeviceSampler::~DeviceSampler() {
+  // Queued copies land in the frames' pinned buffers: finish them before those go.
+  try {
+    while (!queued_.empty()) read();
+  } catch (...) {  // NOLINT(bugprone-empty-catch): a device error has no one to go to at destruction
+  }
 }
 
 void DeviceSampler::begin(std::int32_t rows) {
-  num_rows_ = rows;
-  rows_.assign(static_cast<std::size_t>(rows), ops::SampleRow{});
-  entries_.resize(static_cast<std::size_t>(num_raw_bans_));
+  DI_CHECK(queued_.size() < 2, "device sampler: a third step begun before the first was read");
+  packing_ = 1 - packing_;
+  DI_CHECK(std::find(queued_.begin(), queued_.end(), packing_) == queued_.end(),
+           "device sampler: the frame of an unread step was begun again");
+  Frame& f = packing();
+  f.num_rows = rows;
+  f.rows.assign(static_cast<std::size_t>(rows), ops::SampleRow{});
+  f.entries = raw_ban_entries_;
+  f.out = nullptr;
 }
 
 std::pair<std::int32_t, std::int32_t> DeviceSampler::add(std::span<const ops::SampleEntry> entries) {
-  const auto begin = static_cast<std::int32_t>(entries_.size());
-  entries_.insert(entries_.end(), entries.begin(), entries.end());
-  return {begin, static_cast<std::int32_t>(entries_.size())};
+  Frame& f = packing();
+  const auto begin = static_cast<std::int32_t>(f.entries.size());
+  f.entries.insert(f.entries.end(), entries.begin(), entries.end());
+  return {begin, static_cast<std::int32_t>(f.entries.size())};
+}
+
+void DeviceSampler::reserve(Frame& f) {
+  const auto entries = static_cast<std::int64_t>(f.entries.size());
+  if (f.staging && f.row_capacity >= f.num_rows && f.entry_capacity >= entries) return;
+  // Grown by doubling: a new staging buffer or read-back allocates (pinned) memory, which may
+  // wait for the device, so it must stay rare.
+  f.row_capacity = std::max<std::int64_t>({f.num_rows, 2 * f.row_capacity, 16});
+  f.entry_capacity = std::max<std::int64_t>({entries, 2 * f.entry_capacity, 256});
+  ops::StagingLayout layout;
+  layout.add("rows", Shape{f.row_capacity, ops::kSampleRowWords}, DType::kI32);
+  layout.add("entries", Shape{f.entry_capacity, 2}, DType::kI32);
+  f.staging.reset();
+  f.staging = std::make_unique<ops::StagingBuffer>(backend_, std::move(layout), 1);
+  f.out_dev = backend_.empty(Shape{f.row_capacity, width_}, DType::kI32);
+  f.readback = backend_.make_readback(static_cast<std::size_t>(f.row_capacity * width_) * sizeof(std::int32_t));
 }
 
 void DeviceSampler::upload() {
-  Tensor rows = rows_view(backend_, rows_dev_, num_rows_, ops::kSampleRowWords);
-  upload_words(backend_, rows_.data(), rows);
-  Tensor entries = rows_view(backend_, entries_dev_, static_cast<std::int64_t>(entries_.size()), 2);
-  upload_words(backend_, entries_.data(), entries);
+  Frame& f = packing();
+  reserve(f);
+  Tensor rows = f.staging->host("rows");
+  std::memcpy(rows.raw_data(), f.rows.data(), f.rows.size() * sizeof(ops::SampleRow));
+  Tensor entries = f.staging->host("entries");
+  std::memcpy(entries.raw_data(), f.entries.data(), f.entries.size() * sizeof(ops::SampleEntry));
+  f.staging->upload();
 }
 
 void DeviceSampler::queue(const Tensor& logits, std::span<const std::uint32_t> masks) {
-  DI_CHECK(logits.ndim() == 2 && logits.dim(0) == num_rows_ && logits.dim(1) == vocab_,
-           "device sampler: logits {} for {} rows of vocab {}", logits.shape(), num_rows_, vocab_);
+  Frame& f = packing();
+  DI_CHECK(f.staging != nullptr, "device sampler: queue() before upload()");
+  DI_CHECK(logits.ndim() == 2 && logits.dim(0) == f.num_rows && logits.dim(1) == vocab_,
+           "device sampler: logits {} for {} rows of vocab {}", logits.shape(), f.num_rows, vocab_);
   const std::int64_t words = (vocab_ + 31) / 32;
+  const auto mask_rows = [&](std::int64_t rows) {
+    if (!masks_dev_.defined() || masks_dev_.dim(0) < rows) {
+      const std::int64_t have = masks_dev_.defined() ? masks_dev_.dim(0) : 0;
+      masks_dev_ = backend_.empty(Shape{std::max<std::int64_t>({rows, 2 * have, 1}), words}, DType::kI32);
+    }
+    return masks_dev_.narrow(0, 0, rows);
+  };
   Tensor mask_view;
   if (masks.empty()) {
-    mask_view = rows_view(backend_, masks_dev_, 1, words).narrow(0, 0, 0);
+    mask_view = mask_rows(1).narrow(0, 0, 0);
   } else {
-    DI_CHECK(static_cast<std::int64_t>(masks.size()) == num_rows_ * words, "device sampler: {} mask words for {} rows",
-             masks.size(), num_rows_);
-    mask_view = rows_view(backend_, masks_dev_, num_rows_, words);
+    DI_CHECK(static_cast<std::int64_t>(masks.size()) == f.num_rows * words, "device sampler: {} mask words for {} rows",
+             masks.size(), f.num_rows);
+    mask_view = mask_rows(f.num_rows);
     upload_words(backend_, masks.data(), mask_view);
   }
-  const Tensor rows = rows_dev_.narrow(0, 0, num_rows_);
-  const Tensor entries = entries_dev_.narrow(0, 0, static_cast<std::int64_t>(entries_.size()));
-  Tensor out = rows_view(backend_, out_dev_, num_rows_, ops::sample_out_words(max_top_));
-  backend_.sample_tokens(logits, rows, entries, mask_view, out);
+  const Tensor rows = f.staging->device("rows").narrow(0, 0, f.num_rows);
+  const Tensor entries = f.staging->device("entries").narrow(0, 0, static_cast<std::int64_t>(f.entries.size()));
+  f.out_view = f.out_dev.narrow(0, 0, f.num_rows);
+  backend_.sample_tokens(logits, rows, entries, mask_view, f.out_view);
+  if (f.num_rows > 0) f.readback->enqueue(f.out_view);
+  queued_.push_back(packing_);
+}
+
+const Tensor& DeviceSampler::output() const {
+  DI_CHECK(!queued_.empty(), "device sampler: no queued step to take ids from");
+  return frames_[static_cast<std::size_t>(queued_.back())].out_view;
 }
 
 void DeviceSampler::read() {
-  const auto width = static_cast<std::size_t>(ops::sample_out_words(max_top_));
-  out_.resize(static_cast<std::size_t>(num_rows_) * width);
-  if (num_rows_ == 0) return;
-  Tensor host = Tensor::view_of(out_.data(), Shape{num_rows_, static_cast<std::int64_t>(width)}, DType::kI32, nullptr);
-  backend_.copy(out_dev_.narrow(0, 0, num_rows_), host);
+  DI_CHECK(!queued_.empty(), "device sampler: read() without a queued step");
+  read_ = queued_.front();
+  queued_.pop_front();
+  Frame& f = frames_[static_cast<std::size_t>(read_)];
+  f.out = f.num_rows > 0 ? static_cast<const std::int32_t*>(f.readback->wait()) : nullptr;
 }
 
 SampleResult DeviceSampler::result(std::int32_t r, bool with_logprobs) const {
-  const auto width = static_cast<std::size_t>(ops::sample_out_words(max_top_));
-  const std::int32_t* o = out_.data() + static_cast<std::size_t>(r) * width;
+  DI_CHECK(read_ >= 0, "device sampler: result() before read()");
+  const Frame& f = frames_[static_cast<std::size_t>(read_)];
+  DI_CHECK(f.out != nullptr && r >= 0 && r < f.num_rows, "device sampler: row {} of {} read rows", r, f.num_rows);
+  const std::int32_t* o = f.out + static_cast<std::size_t>(r) * static_cast<std::size_t>(width_);
   SampleResult res;
   res.token = o[ops::kSampleOutToken];
   if (!with_logprobs) return res;
   const auto as_float = [](std::int32_t bits) {
-    float f;
-    std::memcpy(&f, &bits, sizeof f);
-    return f;
+    float x;
+    std::memcpy(&x, &bits, sizeof x);
+    return x;
   };
   res.rank = o[ops::kSampleOutRank];
   res.logprob = as_float(o[ops::kSampleOutLogprob]);
-  const std::int32_t n = rows_[static_cast<std::size_t>(r)].num_top_logprobs;
+  const std::int32_t n = f.rows[static_cast<std::size_t>(r)].num_top_logprobs;
   for (std::int32_t i = 0; i < n && o[ops::kSampleOutFixed + i] >= 0; ++i) {
     res.top.push_back({o[ops::kSampleOutFixed + i], as_float(o[ops::kSampleOutFixed + max_top_ + i])});
   }

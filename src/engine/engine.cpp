@@ -78,20 +78,24 @@ Engine::Engine(EngineConfig config, std::unique_ptr<ModelRunner> runner, std::sh
 }
 
 Engine::~Engine() {
-  // A launched step may still run: its mask tasks point into requests, its device work into
+  // Launched steps may still run: their mask tasks point into requests, their device work into
   // buffers this engine owns.
-  if (!inflight_) return;
-  for (std::future<void>& m : inflight_->masks) m.wait();
-  try {
-    if (inflight_->device) {
-      runner_->collect({});
-    } else {
-      logits_.resize(static_cast<std::size_t>(inflight_->batch.forward.num_logit_rows()) *
-                     static_cast<std::size_t>(vocab_size_));
-      runner_->collect(logits_);
+  for (InFlight& f : inflight_) {
+    for (std::future<void>& m : f.masks) {
+      if (m.valid()) m.wait();
     }
-  } catch (...) {  // NOLINT(bugprone-empty-catch): nothing to report to at destruction
+    try {
+      if (f.device) {
+        runner_->collect({});
+      } else {
+        logits_.resize(static_cast<std::size_t>(f.batch.forward.num_logit_rows()) * static_cast<std::size_t>(vocab_size_));
+        runner_->collect(logits_);
+      }
+    } catch (...) {  // NOLINT(bugprone-empty-catch): nothing to report to at destruction
+    }
   }
+  inflight_.clear();
+  device_sampler_.reset();  // waits for its queued read-backs
 }
 
 void Engine::validate_request(const std::string& id, std::span<const std::int32_t> prompt,
@@ -233,7 +237,9 @@ std::vector<std::future<void>> Engine::start_masks(const ScheduledBatch& batch) 
   masks_.resize(rows * words);
   for (const ScheduledSeq& ss : batch.seqs) {
     if (ss.num_logits == 0) continue;
-    const SeqRef& ref = seq_refs_.at(ss.id);
+    const auto ref_it = seq_refs_.find(ss.id);
+    if (ref_it == seq_refs_.end()) continue;  // finished after scheduling: its row is not read
+    const SeqRef& ref = ref_it->second;
     TokenConstraint* constraint = ref.request->completions[static_cast<std::size_t>(ref.index)].constraint.get();
     if (constraint == nullptr) continue;
     const Sequence& seq = *scheduler_->find(ss.id);
@@ -275,17 +281,37 @@ void Engine::propose_drafts() {
   }
 }
 
-void Engine::abandon_in_flight() {
-  for (std::future<void>& m : inflight_->masks) {
+void Engine::abandon_newest() {
+  for (std::future<void>& m : inflight_.back().masks) {
     if (m.valid()) m.wait();
   }
-  fail_batch(inflight_->batch);
-  inflight_.reset();
+  fail_batch(inflight_.back().batch);
+  inflight_.pop_back();
 }
 
-void Engine::launch_step(ScheduledBatch batch) {
-  // In place: the runner may keep a pointer to the ForwardBatch until collect().
-  InFlight& f = inflight_.emplace();
+void Engine::abandon_all() {
+  while (!inflight_.empty()) abandon_newest();
+}
+
+void Engine::release_retired() {
+  // Mask tasks are the only launched work that points at requests.
+  if (std::all_of(inflight_.begin(), inflight_.end(), [](const InFlight& f) { return f.masks.empty(); })) {
+    retired_.clear();
+  }
+}
+
+bool Engine::launches_ahead() const {
+  return overlap_ && config_.launch_ahead && device_sampler_ != nullptr && runner_->can_launch_ahead() &&
+         (proposer_ == nullptr || config_.scheduler.max_draft_tokens == 0);
+}
+
+void Engine::launch_step(ScheduledBatch batch, bool ahead) {
+  // The previous step's device samples, before this step's packing takes the other frame.
+  Tensor sampled;
+  if (ahead) sampled = device_sampler_->output();
+  // In place (a deque keeps addresses): the runner may keep a pointer to the ForwardBatch until
+  // collect().
+  InFlight& f = inflight_.emplace_back();
   f.batch = std::move(batch);
   const std::int32_t rows = f.batch.forward.num_logit_rows();
   f.device = device_sampler_ != nullptr && rows > 0;
@@ -294,9 +320,14 @@ void Engine::launch_step(ScheduledBatch batch) {
   try {
     if (f.device) {
       pack_device_rows(f.batch);
-      device_sampler_->upload();  // before the forward: the device is idle, the copy waits for nothing
+      device_sampler_->upload();  // staged: queued on the device stream, no wait
     }
-    runner_->launch(f.batch.forward);
+    if (ahead) {
+      runner_->launch_ahead(f.batch.forward, sampled);
+      ++stats_.steps_launched_ahead;
+    } else {
+      runner_->launch(f.batch.forward);
+    }
     // Without structured-output masks the sampling is queued right behind the forward.
     if (f.device && f.masks.empty() &&
         std::none_of(row_has_mask_.begin(), row_has_mask_.end(), [](std::uint8_t m) { return m != 0; })) {
@@ -304,14 +335,14 @@ void Engine::launch_step(ScheduledBatch batch) {
       f.device_queued = true;
     }
   } catch (...) {
-    abandon_in_flight();
+    abandon_newest();
     throw;
   }
   launch_seconds_ = seconds_since(start);
 }
 
 Engine::Decided Engine::collect_step() {
-  InFlight& f = *inflight_;
+  InFlight& f = inflight_.front();
   const std::int32_t rows = f.batch.forward.num_logit_rows();
   const Clock::time_point start = Clock::now();
   try {
@@ -331,16 +362,21 @@ Engine::Decided Engine::collect_step() {
     }
     for (std::future<void>& m : f.masks) m.get();
   } catch (...) {
-    abandon_in_flight();
+    abandon_all();  // a step launched ahead read this one's outputs
     throw;
   }
   stats_.model_seconds += launch_seconds_ + seconds_since(start);
   const bool device = f.device;
   Decided d;
   d.batch = std::move(f.batch);
-  inflight_.reset();
-  retired_.clear();  // nothing launched points at them any more
+  d.tentative = f.tentative;
+  inflight_.pop_front();
+  release_retired();
   if (!device) mask_unsampleable(rows);
+  if (device) {
+    d.row_tokens.resize(static_cast<std::size_t>(rows));
+    for (std::int32_t r = 0; r < rows; ++r) d.row_tokens[static_cast<std::size_t>(r)] = device_sampler_->result(r, false).token;
+  }
   stats_.prefill_tokens += d.batch.num_prefill_tokens;
   stats_.decode_tokens += d.batch.num_decode_tokens;
   if (device) stats_.device_sampled_rows += rows;
@@ -352,6 +388,9 @@ Engine::Decided Engine::collect_step() {
   run_parallel(d.jobs, [&](std::size_t part, std::size_t i) {
     decide_sequence(d.batch.seqs[i], device ? nullptr : &samplers_[part], d.seqs[i]);
   });
+  for (std::size_t i : d.jobs) {
+    if (!d.seqs[i].live) stats_.wasted_rows += d.batch.seqs[i].num_logits;
+  }
   return d;
 }
 
@@ -374,8 +413,10 @@ void Engine::emit_step(Decided& d, bool committed, StepOutputs& step, std::vecto
       if (!committed) {
         sd.commit.new_tokens.resize(sd.keep);
         sd.commit.finish = sd.finish;
-      } else if (sd.commit.finish == FinishReason::kNone) {
-        scheduler_->abort(ss.id);  // a stop string ended it after the next step was launched
+      } else if (d.tentative || sd.commit.finish == FinishReason::kNone) {
+        // A stop string (or, committed with a placeholder, any finish) ended it after the next
+        // step was launched: that step's row for it is dropped at collection.
+        scheduler_->abort(ss.id);
       }
     }
     stats_.generated_tokens += static_cast<std::int64_t>(sd.keep);
@@ -400,7 +441,17 @@ void Engine::retire(std::span<Request* const> done) {
     retired_.push_back(std::move(it->second));
     requests_.erase(it);
   }
-  if (!inflight_) retired_.clear();
+  release_retired();
+}
+
+void Engine::stash_outputs(StepOutputs& step) { unreported_ = std::make_unique<StepOutputs>(std::move(step)); }
+
+void Engine::commit_decided(Decided& d) {
+  std::vector<SeqCommit> commits;
+  commits.reserve(d.seqs.size());
+  for (SeqDecision& sd : d.seqs) commits.push_back(std::move(sd.commit));
+  scheduler_->commit(d.batch, commits);
+  for (std::size_t i = 0; i < commits.size(); ++i) d.seqs[i].commit = std::move(commits[i]);
 }
 
 std::vector<RequestOutput> Engine::step() {
@@ -424,23 +475,19 @@ std::vector<RequestOutput> Engine::step() {
     retired_.push_back(std::move(req));
   }
   aborted_.clear();
-  if (!inflight_) retired_.clear();
+  release_retired();
 
   std::vector<Request*> done;
-  const auto commit = [this](Decided& d) {
-    std::vector<SeqCommit> commits;
-    commits.reserve(d.seqs.size());
-    for (SeqDecision& sd : d.seqs) commits.push_back(std::move(sd.commit));
-    scheduler_->commit(d.batch, commits);
-    for (std::size_t i = 0; i < commits.size(); ++i) d.seqs[i].commit = std::move(commits[i]);
-  };
-  if (overlap_) {
+  const bool tentative_in_flight = !inflight_.empty() && inflight_.front().tentative;
+  if (tentative_in_flight || (inflight_.empty() && launches_ahead())) {
+    step_ahead(step, done);
+  } else if (overlap_) {
     // Collect step N and commit its tokens, launch step N + 1, then do N's text and outputs
     // while the device runs N + 1 (docs/ENGINE.md §8).
     std::optional<Decided> d;
-    if (inflight_) {
+    if (!inflight_.empty()) {
       d = collect_step();
-      commit(*d);
+      commit_decided(*d);
     }
     propose_drafts();
     ScheduledBatch next = scheduler_->schedule();
@@ -450,7 +497,7 @@ std::vector<RequestOutput> Engine::step() {
       // The launch failed (its own batch is ended already): step N's outputs go out next time.
       if (d) emit_step(*d, /*committed=*/true, step, done);
       retire(done);
-      unreported_ = std::make_unique<StepOutputs>(std::move(step));
+      stash_outputs(step);
       throw;
     }
     if (d) emit_step(*d, /*committed=*/true, step, done);
@@ -460,7 +507,7 @@ std::vector<RequestOutput> Engine::step() {
       launch_step(std::move(batch));
       Decided d = collect_step();
       emit_step(d, /*committed=*/false, step, done);
-      commit(d);
+      commit_decided(d);
     }
     propose_drafts();
   }

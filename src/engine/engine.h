@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <future>
 #include <memory>
@@ -51,6 +52,12 @@ struct EngineConfig {
   // Sample on the runner's device (Backend::sample_tokens, bit-identical to the host Sampler)
   // when it has one; off: copy logits back and sample on the host.
   bool device_sampling = true;
+  // Overlapped loop with device sampling on a runner that can_launch_ahead(): launch step N+1
+  // before step N's tokens reach the host, its input ids taken on the device from N's samples
+  // (docs/ENGINE.md §10), so the device never waits for the host between steps. Steps whose
+  // sampling needs N's tokens on the host (penalties, structured outputs, drafts) are launched
+  // after N is collected instead. Outputs are the same either way.
+  bool launch_ahead = true;
 
   void validate() const;
 };
@@ -93,6 +100,8 @@ struct EngineStats {
   double model_seconds = 0.0;   // in ModelRunner launch/collect and waiting for device sampling
   double engine_seconds = 0.0;  // the rest of step(): scheduling, sampling, stop checks, commit
   std::int64_t device_sampled_rows = 0;  // logits rows sampled on the runner's device
+  std::int64_t steps_launched_ahead = 0;  // steps launched before the previous step's tokens were known
+  std::int64_t wasted_rows = 0;           // rows of sequences that had finished in the step before
 };
 
 class Engine {
@@ -121,7 +130,10 @@ class Engine {
   // Whether step() overlaps host work with the device (EngineConfig::overlap resolved).
   bool overlapped() const { return overlap_; }
   // Whether a launched step is waiting to be collected by the next step() (overlapped loop).
-  bool has_in_flight() const { return inflight_.has_value(); }
+  bool has_in_flight() const { return !inflight_.empty(); }
+  // Whether step() launches the next step before collecting the last (EngineConfig::launch_ahead
+  // resolved for this runner; steps with drafts never are).
+  bool launches_ahead() const;
 
   void set_draft_proposer(std::shared_ptr<DraftProposer> proposer) { proposer_ = std::move(proposer); }
   // Enables SamplingParams::so_args: each constrained sequence gets a constraint from `factory`.
@@ -183,31 +195,52 @@ class Engine {
   // A launched step: its batch, the mask tasks, where it is sampled.
   struct InFlight {
     // Written out: clang cannot use a nested class's default member initializers inside
-    // std::optional<InFlight>::emplace() of the enclosing class.
-    InFlight() : device(false), device_queued(false) {}
+    // emplace() of the enclosing class.
+    InFlight() : device(false), device_queued(false), tentative(false) {}
     ScheduledBatch batch;
     std::vector<std::future<void>> masks;
     bool device;         // sampled on the runner's device
     bool device_queued;  // its sampling is queued already (no masks to wait for)
+    bool tentative;      // committed with placeholder tokens (launching ahead)
   };
   // A collected step: sampled and decided, not yet turned into outputs.
   struct Decided {
     ScheduledBatch batch;
     std::vector<SeqDecision> seqs;  // one per batch sequence
     std::vector<std::size_t> jobs;  // indices of the sequences with logits rows
+    bool tentative = false;         // the scheduler took placeholders for its tokens
+    std::vector<std::int32_t> row_tokens;  // the sampled token of every logits row (device sampling)
   };
 
   void abort_with(const std::string& request_id, FinishReason reason);
   // The model failed on this batch: its requests end with kError (reported by the next step).
   void fail_batch(const ScheduledBatch& batch);
   void validate_request(const std::string& id, std::span<const std::int32_t> prompt, const SamplingParams& params) const;
-  // Starts the masks and the forward of `batch` (and its device sampling) as inflight_.
-  void launch_step(ScheduledBatch batch);
-  // Waits for inflight_, samples and decides every sequence (token ids only, no text).
+  // Starts the masks and the forward of `batch` (and its device sampling) as the newest in-flight
+  // step; `ahead`: while the previous step runs, its placeholder ids taken from that step's samples.
+  void launch_step(ScheduledBatch batch, bool ahead = false);
+  // Waits for the oldest in-flight step, samples and decides every sequence (token ids only, no text).
   Decided collect_step();
-  // The launched step failed (runner, device sampler or a mask task threw): its requests end with
-  // kError once its mask tasks are done.
-  void abandon_in_flight();
+  // The newest launched step failed (runner, device sampler or a mask task threw): its requests
+  // end with kError once its mask tasks are done.
+  void abandon_newest();
+  // Every in-flight step is dropped after a failure: mask tasks awaited, requests ended with kError.
+  void abandon_all();
+  // One step() of the loop that launches ahead (docs/ENGINE.md §10).
+  void step_ahead(StepOutputs& step, std::vector<Request*>& done);
+  // Whether `next` can be launched before the in-flight step's tokens are on the host: every row
+  // waiting for such a token must be sampleable without it.
+  bool can_launch_ahead(const ScheduledBatch& next) const;
+  // Commits a launched step with a placeholder for each sampled token (-1 - its logits row).
+  void commit_tentatively(InFlight& f);
+  // After a tentatively committed step is collected: its tokens replace the placeholders.
+  void resolve_placeholders(const Decided& d);
+  // Keeps a step's outputs for the next step() (this one is about to throw).
+  void stash_outputs(StepOutputs& step);
+  // Scheduler::commit of a collected step's decisions.
+  void commit_decided(Decided& d);
+  // Frees retired requests once no in-flight step's mask task can point at them.
+  void release_retired();
   // Packs the sampling rows of the launched batch for the device (engine_sampling.cpp).
   void pack_device_rows(const ScheduledBatch& batch);
   // Samples (or reads the device's samples for) one sequence and verifies its drafts; applies
@@ -256,7 +289,7 @@ class Engine {
   std::vector<float> logits_;
   bool overlap_ = false;
   std::unique_ptr<DeviceSampler> device_sampler_;  // set when sampling on the runner's device
-  std::optional<InFlight> inflight_;
+  std::deque<InFlight> inflight_;  // launched steps, oldest first (two while launching ahead)
   double launch_seconds_ = 0.0;
   // Outputs of a step whose step() threw after they were made (overlapped loop): the next step()
   // reports them.

@@ -50,12 +50,20 @@ void Engine::pack_device_rows(const ScheduledBatch& batch) {
   std::vector<ops::SampleEntry> list;
   for (const ScheduledSeq& ss : batch.seqs) {
     if (ss.num_logits == 0) continue;
-    const SeqRef& ref = seq_refs_.at(ss.id);
+    const auto ref_it = seq_refs_.find(ss.id);
+    if (ref_it == seq_refs_.end()) {
+      // Finished after this batch was scheduled (launching ahead): a greedy row nobody reads.
+      for (std::int32_t r = 0; r < ss.num_logits; ++r) ds.row(ss.logits_offset + r).temperature = 0.0f;
+      continue;
+    }
+    const SeqRef& ref = ref_it->second;
     const Request& req = *ref.request;
     const Completion& comp = req.completions[static_cast<std::size_t>(ref.index)];
     const SamplingParams& p = req.params;
     const Sequence& seq = *scheduler_->find(ss.id);
     const auto len = static_cast<std::uint32_t>(seq.tokens.size());
+    // Launched ahead, the last token is a placeholder for a sampled one: an output already.
+    const std::int32_t pending = !seq.tokens.empty() && seq.tokens.back() < 0 ? 1 : 0;
     list.clear();
     for (const auto& [id, bias] : p.logit_bias) list.push_back({id, bias});
     const auto bias = ds.add(list);
@@ -80,7 +88,7 @@ void Engine::pack_device_rows(const ScheduledBatch& batch) {
       row.mask_row = row_has_mask_[static_cast<std::size_t>(ss.logits_offset + r)] != 0 ? ss.logits_offset + r : -1;
       std::tie(row.raw_ban_begin, row.raw_ban_end) = ds.raw_bans();
       std::tie(row.bias_begin, row.bias_end) = bias;
-      if (comp.num_output + r < p.min_tokens) {
+      if (comp.num_output + pending + r < p.min_tokens) {
         if (bans.second == 0) {
           list.clear();
           for (std::int32_t id : req.banned_until_min) list.push_back({id, 0.0f});
@@ -143,9 +151,12 @@ void Engine::decide_sequence(const ScheduledSeq& ss, Sampler* sampler, SeqDecisi
   d.live = true;
   Request& req = *it->second.request;
   Completion& comp = req.completions[static_cast<std::size_t>(it->second.index)];
-  const Sequence& seq = *scheduler_->find(ss.id);
+  // The sequence's length before this step's sampled tokens (committed ahead, the scheduler
+  // holds a placeholder for them, or has let a sequence at its length limit go already).
+  const std::int32_t len = ss.start_pos + ss.num_tokens - ss.num_drafts;
+  const Sequence* seq = ss.num_drafts > 0 ? scheduler_->find(ss.id) : nullptr;
+  DI_CHECK(ss.num_drafts == 0 || seq != nullptr, "engine: sequence {} with drafts left the scheduler", ss.id);
   const SamplingParams& p = req.params;
-  const auto len = static_cast<std::int32_t>(seq.tokens.size());
   d.outputs_before = comp.num_output;
   for (std::int32_t r = 0; r < ss.num_logits; ++r) {
     const std::int32_t logits_row = ss.logits_offset + r;
@@ -177,7 +188,7 @@ void Engine::decide_sequence(const ScheduledSeq& ss, Sampler* sampler, SeqDecisi
     }
     // Verification: a draft is accepted iff it equals the target's own seeded sample at that
     // position, so the output is exactly what decoding without drafts gives.
-    if (r < ss.num_drafts && token == seq.drafts[static_cast<std::size_t>(r)]) {
+    if (r < ss.num_drafts && token == seq->drafts[static_cast<std::size_t>(r)]) {
       ++d.accepted;
       continue;
     }

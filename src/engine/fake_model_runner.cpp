@@ -43,9 +43,22 @@ void FakeModelRunner::launch(const ForwardBatch& batch) {
     ModelRunner::launch(batch);
     return;
   }
-  launched_rows_ = batch.num_logit_rows();
-  device_logits_ = Tensor::empty(Shape{launched_rows_, config_.vocab_size}, DType::kF32);
+  DI_CHECK(launched_ < 2, "fake model: a third step launched before the first was collected");
+  device_logits_ = Tensor::empty(Shape{batch.num_logit_rows(), config_.vocab_size}, DType::kF32);
   forward(batch, std::span<float>(device_logits_.data<float>(), static_cast<std::size_t>(device_logits_.numel())));
+  ++launched_;  // a launch that throws launched nothing
+}
+
+void FakeModelRunner::launch_ahead(const ForwardBatch& batch, const Tensor& sampled) {
+  DI_CHECK(backend_ != nullptr && launched_ == 1, "fake model: launch_ahead() needs device logits and one launched step");
+  resolved_ = batch;
+  Tensor ids = Tensor::view_of(resolved_.token_ids.data(), Shape{resolved_.num_tokens()}, DType::kI32, nullptr);
+  backend_->resolve_sampled_ids(ids, sampled);
+  for (std::int32_t id : resolved_.token_ids) {
+    DI_CHECK(id >= 0 && id < config_.vocab_size, "fake model: a placeholder resolved to {} (vocab {})", id,
+             config_.vocab_size);
+  }
+  launch(resolved_);
 }
 
 void FakeModelRunner::collect(std::span<float> logits) {
@@ -53,11 +66,12 @@ void FakeModelRunner::collect(std::span<float> logits) {
     ModelRunner::collect(logits);
     return;
   }
-  DI_CHECK(launched_rows_ >= 0, "fake model: collect() without launch()");
-  launched_rows_ = -1;
+  DI_CHECK(launched_ > 0, "fake model: collect() without launch()");
+  --launched_;
   if (logits.empty()) return;
-  DI_CHECK(logits.size() == static_cast<std::size_t>(device_logits_.numel()), "fake model: {} logits for {}",
-           logits.size(), device_logits_.numel());
+  DI_CHECK(launched_ == 0 && logits.size() == static_cast<std::size_t>(device_logits_.numel()),
+           "fake model: {} host logits for {} (with {} steps still launched)", logits.size(), device_logits_.numel(),
+           launched_);
   std::copy_n(device_logits_.data<float>(), logits.size(), logits.begin());
 }
 
@@ -171,6 +185,7 @@ void FakeModelRunner::forward(const ForwardBatch& batch, std::span<float> logits
   DI_CHECK(logits.size() == static_cast<std::size_t>(batch.num_logit_rows()) * static_cast<std::size_t>(config_.vocab_size),
            "fake model: logits buffer of {} floats for {} rows", logits.size(), batch.num_logit_rows());
   ++num_forward_calls_;
+  if (num_forward_calls_ == config_.fail_at_forward) throw Error("device lost");
   num_forward_tokens_ += batch.num_tokens();
   for (const ForwardSeq& s : batch.seqs) {
     const std::span<const std::int32_t> pages(batch.page_table.data() + s.page_table_offset,

@@ -26,6 +26,8 @@ struct FakeModelConfig {
   // Keep each step's logits in a tensor of a CPU ops backend and report it as device_backend(),
   // so engine tests drive the device-sampling path (Backend::sample_tokens) without a GPU.
   bool device_logits = false;
+  // > 0: the forward call with this number (1-based) throws "device lost" (failure tests).
+  std::int64_t fail_at_forward = 0;
 };
 
 class FakeModelRunner final : public ModelRunner {
@@ -39,6 +41,10 @@ class FakeModelRunner final : public ModelRunner {
   void launch(const ForwardBatch& batch) override;
   void collect(std::span<float> logits) override;
   ops::Backend* device_backend() override { return backend_.get(); }
+  // With device_logits: placeholder ids are taken from `sampled` (host memory of the CPU ops
+  // backend, where the previous step's sampling has already run) at launch.
+  bool can_launch_ahead() const override { return backend_ != nullptr; }
+  void launch_ahead(const ForwardBatch& batch, const Tensor& sampled) override;
   const Tensor& device_logits() const override { return device_logits_; }
 
   // The oracle: logits for the token that follows `history`, computed without any cache.
@@ -71,7 +77,8 @@ class FakeModelRunner final : public ModelRunner {
   std::int64_t num_forward_calls_ = 0, num_forward_tokens_ = 0;
   std::unique_ptr<ops::Backend> backend_;  // with device_logits
   Tensor device_logits_;
-  std::int64_t launched_rows_ = -1;        // rows of the launched step (device_logits mode)
+  std::int32_t launched_ = 0;              // launched steps not collected yet (device_logits mode)
+  ForwardBatch resolved_;                  // the last step launched ahead, placeholders replaced
 };
 
 }  // namespace deepinfer::engine

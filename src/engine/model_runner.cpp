@@ -12,6 +12,10 @@ void ModelRunner::collect(std::span<float> logits) {
   forward(*batch, logits);
 }
 
+void ModelRunner::launch_ahead(const ForwardBatch&, const Tensor&) {
+  throw_error("model runner: this runner cannot launch a step before the previous one's tokens are known");
+}
+
 const Tensor& ModelRunner::device_logits() const {
   throw_error("model runner: this runner keeps its logits on the host (no device_logits)");
 }

@@ -98,9 +98,10 @@ class ModelRunner {
   // collect() before the next launch(). The defaults run forward() inside collect(), so a host
   // runner needs nothing more.
   virtual void launch(const ForwardBatch& batch) { launched_ = &batch; }
-  // Waits for the launched step. With a non-empty `logits` span the logits are written there as
-  // forward() does; an empty span (only for runners with a device_backend()) leaves them in
-  // device_logits(), where the ops the engine queued after launch() on that backend read them.
+  // Completes the (oldest) launched step. With a non-empty `logits` span it waits and writes the
+  // logits there as forward() does; an empty span (only for runners with a device_backend())
+  // leaves them in device_logits(), where the ops the engine queued after launch() on that backend
+  // read them, and need not wait (the engine waits on its read-back of those ops' results).
   virtual void collect(std::span<float> logits);
   // The backend whose device holds the logits of a launched step, or nullptr (host logits). The
   // engine samples there with Backend::sample_tokens and copies back only token ids.
@@ -108,6 +109,15 @@ class ModelRunner {
   // f32 [num_logit_rows, vocab] of the last launched step, valid from launch() until the next
   // launch() (device_backend() runners only; the default throws).
   virtual const Tensor& device_logits() const;
+  // ---- launching ahead (docs/ENGINE.md §10) ------------------------------------------------------
+  // Whether launch_ahead() works (device runners whose model reads its token ids on the device).
+  virtual bool can_launch_ahead() const { return false; }
+  // launch(), but while the previous launched step may still run: a token id v < 0 in
+  // batch.token_ids stands for the token sampled for logits row -1 - v of that step, which the
+  // runner takes on the device from `sampled` (i32 [rows, width], the token in column 0, written
+  // by work queued before this call) before the forward reads it. Up to two steps are then
+  // launched; collect() completes the oldest. Default: throws.
+  virtual void launch_ahead(const ForwardBatch& batch, const Tensor& sampled);
   // Throws deepinfer::Error for a prompt this model cannot take (V4.1: image tokens, no vision
   // tower yet); the engine rejects that request alone.
   virtual void check_prompt(std::span<const std::int32_t> prompt) const { (void)prompt; }

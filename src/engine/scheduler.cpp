@@ -533,6 +533,17 @@ void Scheduler::commit(const ScheduledBatch& batch, std::span<const SeqCommit> c
   }
 }
 
+void Scheduler::resolve_token(SeqId id, std::int32_t index, std::int32_t token) {
+  const auto it = seqs_.find(id);
+  if (it == seqs_.end()) return;
+  Sequence& seq = *it->second;
+  DI_CHECK(index >= seq.num_computed && index < static_cast<std::int32_t>(seq.tokens.size()) &&
+               seq.tokens[static_cast<std::size_t>(index)] < 0,
+           "scheduler: sequence {} has no placeholder at {} ({} tokens, {} computed)", id, index, seq.tokens.size(),
+           seq.num_computed);
+  seq.tokens[static_cast<std::size_t>(index)] = token;
+}
+
 void Scheduler::check_invariants() const {
   std::vector<std::int32_t> page_refs(static_cast<std::size_t>(layout_.num_pages), 0);
   std::vector<std::int32_t> snapshot_refs(static_cast<std::size_t>(layout_.num_snapshot_slots), 0);
@@ -552,6 +563,8 @@ void Scheduler::check_invariants() const {
              s.num_computed);
     DI_CHECK(s.num_computed < static_cast<std::int32_t>(s.tokens.size()),
              "scheduler invariant: sequence {} computed {} of {} tokens", id, s.num_computed, s.tokens.size());
+    DI_CHECK(std::none_of(s.tokens.begin(), s.tokens.end(), [](std::int32_t t) { return t < 0; }),
+             "scheduler invariant: sequence {} holds a placeholder token with no step in flight", id);
     running += s.status == SeqStatus::kRunning ? 1 : 0;
   }
   DI_CHECK(running == num_running(), "scheduler invariant: {} running sequences, {} in the running list", running,

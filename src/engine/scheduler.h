@@ -94,6 +94,11 @@ class Scheduler {
   // `commits` aligned with batch.seqs. Sequences aborted since schedule() are skipped.
   void commit(const ScheduledBatch& batch, std::span<const SeqCommit> commits);
 
+  // Launching ahead (docs/ENGINE.md §10): a step may be committed before its tokens are known,
+  // with a placeholder (< 0) where each sampled token goes; this puts the real token in once it
+  // is. The placeholder sits past the computed tokens, so no page hash has seen it. Unknown ids
+  // (aborted since) are ignored.
+  void resolve_token(SeqId id, std::int32_t index, std::int32_t token);
   const Sequence* find(SeqId id) const;
   std::int32_t num_running() const { return static_cast<std::int32_t>(running_.size()); }
   std::int32_t num_waiting() const;

@@ -23,6 +23,17 @@
 
 namespace deepinfer::ops {
 
+// A pinned host buffer and the copies into it from one backend's device (Backend::make_readback).
+class HostReadback {
+ public:
+  virtual ~HostReadback() = default;
+  // Enqueues the copy of `src` (contiguous, on the backend's device, at most the capacity) behind
+  // the work queued so far and returns without waiting.
+  virtual void enqueue(const Tensor& src) = 0;
+  // Waits for the last enqueued copy (surfacing device errors) and returns its bytes.
+  virtual const void* wait() = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -175,6 +186,15 @@ class Backend {
   // works on host tensors (the CPU backend); logits are not modified.
   virtual void sample_tokens(const Tensor& logits, const Tensor& rows, const Tensor& entries, const Tensor& masks,
                              Tensor& out);
+  // A step's input ids from an earlier step's device samples (the engine launches step N+1 before
+  // N's tokens reach the host): ids[t] = sampled[-1 - ids[t], 0] where ids[t] < 0, unchanged where
+  // >= 0 (a row -1 - ids[t] >= R gives 0). ids: i32 [T]; sampled: i32 [R, W] (sample_tokens' out),
+  // both contiguous. Stream-ordered, no host synchronisation (capturable). The default works on
+  // host tensors.
+  virtual void resolve_sampled_ids(Tensor& ids, const Tensor& sampled);
+  // An asynchronous device -> host copy of up to `bytes` (the token read-back of device sampling,
+  // which must not wait for the next step queued behind it). The default copies at enqueue().
+  virtual std::unique_ptr<HostReadback> make_readback(std::size_t bytes);
 
  protected:
   // sample_tokens' shape and dtype checks (every backend); returns max_top.

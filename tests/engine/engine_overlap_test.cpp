@@ -3,6 +3,8 @@
 // sampling runs; aborts and stop strings that land while a step is in flight lose nothing.
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "engine/engine_test_support.h"
 
 namespace deepinfer::engine {
@@ -27,6 +29,7 @@ struct LoopSetup {
   EngineConfig::Overlap overlap = EngineConfig::Overlap::kOff;
   bool device = false;  // fake logits on a CPU ops backend: sampled by Backend::sample_tokens
   bool drafts = false;
+  bool ahead = true;  // EngineConfig::launch_ahead (used with overlap and device sampling)
 };
 
 std::unique_ptr<Engine> make_loop_engine(const LoopSetup& setup) {
@@ -34,6 +37,7 @@ std::unique_ptr<Engine> make_loop_engine(const LoopSetup& setup) {
   config.overlap = setup.overlap;
   config.unsampleable_token_ids = {61, 62};
   config.scheduler.max_draft_tokens = setup.drafts ? 2 : 0;
+  config.launch_ahead = setup.ahead;
   FakeModelConfig model;
   model.device_logits = setup.device;
   auto engine = make_engine(config, model, /*with_detokenizer=*/true);
@@ -100,6 +104,17 @@ std::map<std::string, std::vector<Generated>> run_workload(const LoopSetup& setu
   return run_to_completion(*last);
 }
 
+// Runs the requests `add` queues on a fresh engine of `setup`; the engine stays alive in *keep.
+std::map<std::string, std::vector<Generated>> run_requests(const LoopSetup& setup,
+                                                           const std::function<void(Engine&)>& add,
+                                                           Engine** keep = nullptr) {
+  static std::unique_ptr<Engine> last;
+  last = make_loop_engine(setup);
+  add(*last);
+  if (keep != nullptr) *keep = last.get();
+  return run_to_completion(*last);
+}
+
 TEST(EngineOverlap, EveryLoopAndSamplingPlaceGivesTheSynchronousHostOutputs) {
   for (const bool drafts : {false, true}) {
     const auto want = run_workload({EngineConfig::Overlap::kOff, false, drafts});
@@ -112,6 +127,14 @@ TEST(EngineOverlap, EveryLoopAndSamplingPlaceGivesTheSynchronousHostOutputs) {
     EXPECT_TRUE(engine->overlapped());  // kAuto: on, since the logits live on a (CPU ops) backend
     if (drafts) {
       EXPECT_GT(engine->stats().accepted_draft_tokens, 0);
+      EXPECT_FALSE(engine->launches_ahead());  // a step's drafts come from the previous step's tokens
+      EXPECT_EQ(engine->stats().steps_launched_ahead, 0);
+    } else {
+      // Some of these requests have penalties, so some steps wait for the previous step's tokens.
+      EXPECT_TRUE(engine->launches_ahead());
+      expect_same_outputs(want, run_workload({EngineConfig::Overlap::kOn, true, drafts, false}, &engine),
+                          "overlapped device, collected before each launch");
+      EXPECT_EQ(engine->stats().steps_launched_ahead, 0);
     }
   }
 }
@@ -267,6 +290,128 @@ TEST(EngineOverlap, AModelErrorWhileOverlappedEndsThatBatchsRequestsAndTheEngine
   p.ignore_eos = true;  // exactly max_tokens, whatever the seed the engine draws for it
   engine.add_request("c", make_prompt(6, 3, 64), p);
   const auto got = run_to_completion(engine);
+  EXPECT_EQ(got.at("c")[0].tokens.size(), 10u);
+  EXPECT_EQ(got.at("c")[0].finish, FinishReason::kLength);
+}
+
+// Requests without penalties or constraints: every decode step after the first is launched before
+// the previous step's tokens are on the host. Requests finishing (EOS, stop ids, max_tokens, stop
+// strings) leave a wasted row in the step launched ahead of their end, never a wrong token.
+TEST(EngineOverlap, LaunchingAheadKeepsOutputsAndWastesOnlyRowsOfFinishedSequences) {
+  const auto run = [](EngineConfig::Overlap overlap, bool device, Engine** keep) {
+    return run_requests({overlap, device, false}, [](Engine& engine) {
+      for (int i = 0; i < 12; ++i) {
+        SamplingParams p;
+        p.seq_seed = 300 + static_cast<std::uint64_t>(i);
+        p.max_tokens = 5 + i * 3;
+        p.temperature = i % 4 == 0 ? 0.0f : 1.0f;
+        if (i % 3 == 1) p.top_k = 8;
+        if (i % 3 == 2) p.top_p = 0.9f;
+        if (i % 5 == 3) p.min_p = 0.02f;
+        if (i % 4 == 1) p.stop_token_ids = {5};
+        if (i % 6 == 2) p.stop = {"d"};
+        if (i % 5 == 4) p.min_tokens = 3;
+        if (i % 2 == 1) p.logprobs = 2;
+        engine.add_request("a" + std::to_string(i), make_prompt(4 + i, 700u + static_cast<std::uint32_t>(i), 60), p);
+      }
+    }, keep);
+  };
+  const auto want = run(EngineConfig::Overlap::kOff, false, nullptr);
+  Engine* engine = nullptr;
+  const auto got = run(EngineConfig::Overlap::kOn, true, &engine);
+  expect_same_outputs(want, got, "launched ahead");
+  const EngineStats& st = engine->stats();
+  EXPECT_GT(st.steps_launched_ahead, 20);
+  EXPECT_GE(st.steps_launched_ahead, st.steps - 4);  // all but the first steps and the drain
+  EXPECT_GT(st.wasted_rows, 0);
+  EXPECT_LE(st.wasted_rows, 12);  // at most one per completion
+  EXPECT_EQ(engine->scheduler().page_pool().num_in_use(), 0);
+}
+
+// A token that reaches max_tokens is the last whatever it is: its sequence leaves the scheduler
+// when that step is committed ahead, so no step computes a row for it in vain.
+TEST(EngineOverlap, LengthLimitedSequencesLeaveBeforeTheStepLaunchedAhead) {
+  const auto run = [](EngineConfig::Overlap overlap, bool device, Engine** keep) {
+    return run_requests({overlap, device, false}, [](Engine& engine) {
+      for (int i = 0; i < 8; ++i) {
+        SamplingParams p;
+        p.seq_seed = 40 + static_cast<std::uint64_t>(i);
+        p.max_tokens = 3 + 4 * i;
+        p.ignore_eos = true;
+        p.top_k = 20;
+        p.top_p = 0.95f;
+        engine.add_request("l" + std::to_string(i), make_prompt(5 + i, 900u + static_cast<std::uint32_t>(i), 60), p);
+      }
+    }, keep);
+  };
+  const auto want = run(EngineConfig::Overlap::kOff, false, nullptr);
+  Engine* engine = nullptr;
+  expect_same_outputs(want, run(EngineConfig::Overlap::kOn, true, &engine), "length limits");
+  EXPECT_EQ(engine->stats().wasted_rows, 0);
+  EXPECT_GT(engine->stats().steps_launched_ahead, 20);
+}
+
+// A step launched ahead that needs the previous step's token on the host (its penalty history)
+// waits for the collection; the rest of the batch does not change that.
+TEST(EngineOverlap, PenaltiesStopLaunchingAheadWithoutChangingOutputs) {
+  const auto run = [](EngineConfig::Overlap overlap, bool device, Engine** keep) {
+    return run_requests({overlap, device, false}, [](Engine& engine) {
+      for (int i = 0; i < 6; ++i) {
+        SamplingParams p;
+        p.seq_seed = 90 + static_cast<std::uint64_t>(i);
+        p.max_tokens = 12;
+        p.repetition_penalty = i == 0 ? 1.4f : 1.0f;
+        engine.add_request("p" + std::to_string(i), make_prompt(6, 800u + static_cast<std::uint32_t>(i), 60), p);
+      }
+    }, keep);
+  };
+  const auto want = run(EngineConfig::Overlap::kOff, false, nullptr);
+  Engine* engine = nullptr;
+  expect_same_outputs(want, run(EngineConfig::Overlap::kOn, true, &engine), "penalties");
+  EXPECT_LE(engine->stats().steps_launched_ahead, 1);  // only once p0 has finished, if ever
+}
+
+// The model fails while a step is launched ahead of another: both batches' requests end with
+// kError, the other step is still collected, and the engine goes on.
+TEST(EngineOverlap, AModelErrorWhileLaunchingAheadEndsTheRequestsAndTheEngineGoesOn) {
+  EngineConfig config = small_config(256);
+  config.overlap = EngineConfig::Overlap::kOn;
+  FakeModelConfig model;
+  model.device_logits = true;
+  model.fail_at_forward = 4;
+  auto engine = make_engine(config, model);
+  SamplingParams p;
+  p.max_tokens = 10;
+  p.ignore_eos = true;
+  engine->add_request("a", make_prompt(6, 1, 60), p);
+  engine->add_request("b", make_prompt(6, 2, 60), p);
+  std::map<std::string, FinishReason> finish;
+  std::map<std::string, std::size_t> tokens;
+  const auto take = [&](const std::vector<RequestOutput>& outputs) {
+    for (const RequestOutput& r : outputs) {
+      for (const CompletionOutput& c : r.completions) {
+        tokens[r.request_id] += c.token_ids.size();
+        if (c.finish_reason != FinishReason::kNone) finish[r.request_id] = c.finish_reason;
+      }
+    }
+  };
+  int threw = 0;
+  for (int step = 0; step < 40 && engine->has_unfinished(); ++step) {
+    try {
+      take(engine->step());
+    } catch (const Error&) {
+      ++threw;
+    }
+  }
+  take(engine->step());  // reports the ended requests
+  EXPECT_EQ(threw, 1);
+  EXPECT_EQ(finish.at("a"), FinishReason::kError);
+  EXPECT_EQ(finish.at("b"), FinishReason::kError);
+  EXPECT_LT(tokens["a"], 10u);
+  while (engine->has_in_flight()) engine->step();
+  EXPECT_EQ(engine->scheduler().page_pool().num_in_use(), 0);
+  engine->add_request("c", make_prompt(6, 3, 60), p);
+  const auto got = run_to_completion(*engine);
   EXPECT_EQ(got.at("c")[0].tokens.size(), 10u);
   EXPECT_EQ(got.at("c")[0].finish, FinishReason::kLength);
 }

@@ -66,15 +66,36 @@ TEST(CudaSampling, PicksTheCpuOpsTokensAtDeepSeekVocabulary) {
   }
 }
 
+// The kernel splits a row over a cluster of 16, 8, 4, 2 or 1 blocks by batch size (16 up to 8 rows,
+// 8 up to 32, 4 up to 64, 2 up to 128): every split gives the CPU op's bits, also where most blocks
+// of a cluster hold no ids (small vocabularies) and where a block's slice ends mid-row.
+TEST(CudaSampling, EveryClusterSplitOfARowPicksTheCpuOpsTokens) {
+  DEEPINFER_REQUIRE_GPU();
+  std::unique_ptr<Backend> cpu = make_cpu_backend();
+  const std::int32_t rows_per_split[] = {1, 5, 20, 50, 100, 140};
+  const std::int32_t vocabs[] = {7, 300, 4099, 129280};
+  std::uint64_t seed = 4000;
+  for (const std::int32_t rows : rows_per_split) {
+    for (const std::int32_t vocab : vocabs) {
+      if (vocab == 129280 && rows > 20) continue;  // the host reference is slow at this size
+      SamplingBatch b = make_sampling_batch(++seed, vocab, rows, 8);
+      expect_same(b, sample_on(*cpu, b, false), sample_on(gpu(), b, true));
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
 // Time per call at the DeepSeek vocabulary (not a pass/fail check: the numbers go to PERFORMANCE.md).
 TEST(CudaSampling, TimesTheDeviceSamplerAtDeepSeekVocabulary) {
   DEEPINFER_REQUIRE_GPU();
-  for (const bool filtered : {false, true}) {
-    for (const std::int32_t rows : {1, 32, 128}) {
+  // 0: temperature 1 over the full vocabulary; 1: top-k 50 + top-p 0.95; 2: top-p 0.95 alone; 3: greedy.
+  const char* names[] = {"temperature 1 (full vocabulary)", "top_k 50 + top_p 0.95", "top_p 0.95", "greedy"};
+  for (const int mode : {0, 1, 2, 3}) {
+    for (const std::int32_t rows : {1, 8, 32, 128}) {
       SamplingBatch b = make_sampling_batch(5, 129280, rows, 20);
       for (SampleRow& row : b.rows) {
-        row = SampleRow{.temperature = 1.0f, .top_p = filtered ? 0.95f : 1.0f, .top_k = filtered ? 50 : -1,
-                        .seed_lo = row.seed_lo, .position = row.position};
+        row = SampleRow{.temperature = mode == 3 ? 0.0f : 1.0f, .top_p = mode == 1 || mode == 2 ? 0.95f : 1.0f,
+                        .top_k = mode == 1 ? 50 : -1, .seed_lo = row.seed_lo, .position = row.position};
         row.raw_ban_end = 5;
       }
       const Tensor logits = to_gpu(b.logits_tensor()), rows_t = to_gpu(b.rows_tensor());
@@ -88,8 +109,7 @@ TEST(CudaSampling, TimesTheDeviceSamplerAtDeepSeekVocabulary) {
       for (int i = 0; i < reps; ++i) gpu().sample_tokens(logits, rows_t, entries, masks, out);
       gpu().synchronize();
       const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / reps;
-      std::printf("device sampling vocab 129280 rows %d %s: %.1f us per call\n", rows,
-                  filtered ? "top_k 50 + top_p 0.95" : "temperature 1 (full vocabulary)", us);
+      std::printf("device sampling vocab 129280 rows %d %s: %.1f us per call\n", rows, names[mode], us);
     }
   }
 }

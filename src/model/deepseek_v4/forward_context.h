@@ -36,8 +36,10 @@ struct StepPlan {
 // Config checks both forward passes need (K=V head, RoPE dims, hc_mult, o_groups, window, experts).
 void check_shared_geometry(const io::ModelConfig& config);
 // Checks chunks against the config (state, token ids, logit counts, logits shape); gives the
-// model's own sequences pages for their new tokens.
-StepPlan plan_step(std::span<const SequenceModel::Chunk> chunks, const io::ModelConfig& config, const Tensor& logits);
+// model's own sequences pages for their new tokens. `sampled_rows` > 0: ids -1 .. -sampled_rows
+// are placeholders for earlier samples, resolved on the device (Model::set_sampled_ids).
+StepPlan plan_step(std::span<const SequenceModel::Chunk> chunks, const io::ModelConfig& config, const Tensor& logits,
+                   std::int64_t sampled_rows = 0);
 // The plan's rows for the metadata layout.
 StepRows step_rows(const StepPlan& plan);
 struct ForwardContext;

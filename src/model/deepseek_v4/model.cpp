@@ -57,7 +57,8 @@ void block_forward(ForwardContext& cx, const io::LayerSpec& spec, const LayerWei
 
 }  // namespace
 
-StepPlan plan_step(std::span<const SequenceModel::Chunk> chunks, const io::ModelConfig& config, const Tensor& logits) {
+StepPlan plan_step(std::span<const SequenceModel::Chunk> chunks, const io::ModelConfig& config, const Tensor& logits,
+                   std::int64_t sampled_rows) {
   StepPlan plan;
   Step& step = plan.step;
   std::unordered_set<const SequenceState*> seen;
@@ -77,8 +78,8 @@ StepPlan plan_step(std::span<const SequenceModel::Chunk> chunks, const io::Model
              seg.start_pos + seg.count);
     for (std::int64_t i = 0; i < seg.count; ++i) {
       const std::int32_t id = ch.tokens[static_cast<std::size_t>(i)];
-      DI_CHECK(id >= 0 && id < config.vocab_size, "token id {} at position {} is outside the vocabulary [0, {})", id,
-               seg.start_pos + i, config.vocab_size);
+      DI_CHECK((id >= 0 && id < config.vocab_size) || (id < 0 && -std::int64_t{id} <= sampled_rows),
+               "token id {} at position {} is outside the vocabulary [0, {})", id, seg.start_pos + i, config.vocab_size);
       plan.ids.push_back(id);
       plan.positions.push_back(static_cast<std::int32_t>(seg.start_pos + i));
     }
@@ -186,7 +187,7 @@ void Model::run_layers(const Step& step, const void* stream, const std::function
 }
 
 void Model::forward(std::span<const Chunk> chunks, Tensor& logits) {
-  StepPlan plan = plan_step(chunks, config_, logits);
+  StepPlan plan = plan_step(chunks, config_, logits, sampled_ids_ != nullptr ? sampled_ids_->dim(0) : 0);
   Step& step = plan.step;
   const auto rows = static_cast<std::int64_t>(plan.logit_rows.size());
   if (step.tokens == 0) return;
@@ -198,6 +199,10 @@ void Model::forward(std::span<const Chunk> chunks, Tensor& logits) {
   const std::vector<StepMeta> metas = builder.upload(*staging_);  // the step's one upload
   ForwardContext cx{backend_, step_ws_, layer_ws_, config_, numerics_, rope_main_, rope_compress_};
   begin_step(cx, step, metas.front());
+  if (sampled_ids_ != nullptr) {
+    Tensor ids = metas.front().ids;  // placeholders -> the earlier step's samples, before anything reads them
+    backend_.resolve_sampled_ids(ids, *sampled_ids_);
+  }
 
   const std::int64_t n = config_.hc_mult, dim = config_.hidden_size;
   Tensor stream = step_ws_.alloc(Shape{step.tokens, n, dim}, numerics_.act);

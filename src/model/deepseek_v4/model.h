@@ -52,6 +52,10 @@ class Model final : public SequenceModel {
   std::int64_t graph_replays() const { return graphs_by_bucket_.replays(); }
   // The graph cache (capacity, counters; tests and benches).
   DecodeGraphs& decode_graphs() { return graphs_by_bucket_; }
+  // Until reset with nullptr, forward() takes a token id v < 0 as the token in column 0 of row
+  // -1 - v of `sampled` (i32 [R, W], device sampling's output of an earlier step), resolved on the
+  // device before the embedding (the engine's launch ahead; docs/ENGINE.md §10).
+  void set_sampled_ids(const Tensor* sampled) { sampled_ids_ = sampled; }
 
  private:
   Model(const io::ModelConfig& config, ops::Backend& backend, const Numerics& numerics);
@@ -73,6 +77,7 @@ class Model final : public SequenceModel {
   bool graphs_ = false;
   std::unique_ptr<MetaStaging> staging_;  // the steps' metadata (before the graphs that read it)
   DecodeGraphs graphs_by_bucket_;  // after the workspaces and staging whose memory its graphs hold
+  const Tensor* sampled_ids_ = nullptr;  // see set_sampled_ids
 };
 
 }  // namespace deepinfer::model::v4

@@ -130,8 +130,27 @@ ops::Backend* PagedModelRunner::device_backend() {
   return model_.backend().device().is_cpu() ? nullptr : &model_.backend();
 }
 
+bool PagedModelRunner::can_launch_ahead() const {
+  return !model_.backend().device().is_cpu() && dynamic_cast<const Model*>(&model_) != nullptr;
+}
+
+void PagedModelRunner::launch_ahead(const engine::ForwardBatch& batch, const Tensor& sampled) {
+  auto* model = dynamic_cast<Model*>(&model_);
+  DI_CHECK(model != nullptr && launched_.size() == 1,
+           "paged runner: launch_ahead needs the V4 model and one launched step ({} launched)", launched_.size());
+  model->set_sampled_ids(&sampled);
+  try {
+    launch(batch);
+  } catch (...) {
+    model->set_sampled_ids(nullptr);
+    throw;
+  }
+  model->set_sampled_ids(nullptr);
+}
+
 void PagedModelRunner::launch(const engine::ForwardBatch& batch) {
   DI_CHECK(allocated_, "paged runner: forward before allocate_cache");
+  DI_CHECK(launched_.size() < 2, "paged runner: a third step launched before the first was collected");
   const std::int64_t vocab = model_.config().vocab_size;
   std::vector<Model::Chunk> chunks;
   std::int32_t rows = 0;
@@ -159,27 +178,29 @@ void PagedModelRunner::launch(const engine::ForwardBatch& batch) {
       snapshot_recent_[snap] = slots_[static_cast<std::size_t>(s.state_slot)]->recent_tokens;
     }
   }
-  launched_ = &batch;
+  launched_.push_back(&batch);  // only a launch that did not throw is collected
 }
 
 void PagedModelRunner::collect(std::span<float> logits) {
-  DI_CHECK(launched_ != nullptr, "paged runner: collect() without launch()");
-  const engine::ForwardBatch& batch = *launched_;
-  launched_ = nullptr;
+  DI_CHECK(!launched_.empty(), "paged runner: collect() without launch()");
+  const engine::ForwardBatch& batch = *launched_.front();
+  launched_.pop_front();
+  // Logits stay on the device: the ops queued on them (device sampling) carry the step's results,
+  // and whoever reads those waits for them; waiting here would also wait for a step launched ahead.
+  if (logits.empty() && device_backend() != nullptr) return;
   const std::int64_t vocab = model_.config().vocab_size;
   ops::Backend& be = model_.backend();
-  if (!logits.empty() || device_backend() == nullptr) {
-    DI_CHECK(logits.size() == static_cast<std::size_t>(batch.num_logit_rows()) * static_cast<std::size_t>(vocab),
-             "paged runner: logits buffer of {} floats for {} rows of {}", logits.size(), batch.num_logit_rows(),
-             vocab);
-    std::int64_t row = 0;
-    for (const engine::ForwardSeq& s : batch.seqs) {
-      if (s.num_logits == 0) continue;
-      Tensor dst = Tensor::view_of(logits.data() + static_cast<std::size_t>(s.logits_offset) * vocab,
-                                   Shape{s.num_logits, vocab}, DType::kF32, nullptr);
-      be.copy(logits_.narrow(0, row, s.num_logits), dst);
-      row += s.num_logits;
-    }
+  DI_CHECK(launched_.empty(), "paged runner: host logits of a step while another is launched");
+  DI_CHECK(logits.size() == static_cast<std::size_t>(batch.num_logit_rows()) * static_cast<std::size_t>(vocab),
+           "paged runner: logits buffer of {} floats for {} rows of {}", logits.size(), batch.num_logit_rows(),
+           vocab);
+  std::int64_t row = 0;
+  for (const engine::ForwardSeq& s : batch.seqs) {
+    if (s.num_logits == 0) continue;
+    Tensor dst = Tensor::view_of(logits.data() + static_cast<std::size_t>(s.logits_offset) * vocab,
+                                 Shape{s.num_logits, vocab}, DType::kF32, nullptr);
+    be.copy(logits_.narrow(0, row, s.num_logits), dst);
+    row += s.num_logits;
   }
   be.synchronize();
 }

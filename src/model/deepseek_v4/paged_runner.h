@@ -4,6 +4,7 @@
 // batch's ops run once for all its sequences), copied to and from snapshot slots.
 #pragma once
 
+#include <deque>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -27,9 +28,13 @@ class PagedModelRunner final : public engine::ModelRunner {
   void allocate_cache(const cache::CacheLayout& layout) override;
   void forward(const engine::ForwardBatch& batch, std::span<float> logits) override;
   // Asynchronous steps: launch() queues the forward on the backend's stream and keeps the logits
-  // there; collect() copies them out when asked (host span) and waits for the device.
+  // there; collect() copies them out when asked (host span) and waits for the device, or with an
+  // empty span returns at once (the engine waits on its read-back of the samples).
   void launch(const engine::ForwardBatch& batch) override;
   void collect(std::span<float> logits) override;
+  // The V4 model on a device: placeholder ids are resolved on the device (Model::set_sampled_ids).
+  bool can_launch_ahead() const override;
+  void launch_ahead(const engine::ForwardBatch& batch, const Tensor& sampled) override;
   ops::Backend* device_backend() override;
   const Tensor& device_logits() const override { return logits_; }
   // V4.1: a prompt holding the image token is refused (image input is not supported yet).
@@ -47,7 +52,7 @@ class PagedModelRunner final : public engine::ModelRunner {
   std::vector<std::unique_ptr<SequenceState>> slots_;
   std::vector<std::int64_t> snapshot_pos_;          // position each snapshot was taken at (-1: none)
   std::vector<std::vector<std::int32_t>> snapshot_recent_;  // each snapshot's Engram token history
-  const engine::ForwardBatch* launched_ = nullptr;  // between launch() and collect()
+  std::deque<const engine::ForwardBatch*> launched_;  // between launch() and collect(), oldest first
   Tensor logits_;                                   // the launched step's logits [rows, vocab]
   Tensor logits_buffer_;                            // grow-only storage behind logits_
   std::int64_t logits_buffer_rows() const { return logits_buffer_.ndim() == 2 ? logits_buffer_.dim(0) : 0; }
@@ -67,6 +72,10 @@ class OwningPagedRunner final : public engine::ModelRunner {
   ops::Backend* device_backend() override { return runner_.device_backend(); }
   const Tensor& device_logits() const override { return runner_.device_logits(); }
   void check_prompt(std::span<const std::int32_t> prompt) const override { runner_.check_prompt(prompt); }
+  bool can_launch_ahead() const override { return runner_.can_launch_ahead(); }
+  void launch_ahead(const engine::ForwardBatch& batch, const Tensor& sampled) override {
+    runner_.launch_ahead(batch, sampled);
+  }
   const SequenceModel& model() const { return *loaded_.model; }
 
  private:

@@ -1,8 +1,10 @@
 // The reference sampling op on host tensors (Backend::sample_tokens' default): the engine Sampler's
 // semantics written plainly, one row at a time with full sorts, so that it can check both the
-// optimised host Sampler and the CUDA kernels.
+// optimised host Sampler and the CUDA kernels. Also the host defaults of the ops around it (ids
+// from earlier samples, the read-back of samples).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <vector>
@@ -172,7 +174,44 @@ void sample_row(const float* logits, std::int64_t vocab, const SampleRow& row, c
   if (row.num_top_logprobs >= 0) fill_logprobs(raw, row, token, out, max_top);
 }
 
+// A host backend's "device" is host memory: the copy happens at enqueue.
+class CopyingReadback final : public HostReadback {
+ public:
+  CopyingReadback(Backend& backend, std::size_t bytes) : backend_(backend), buffer_((bytes + 3) / 4) {}
+  void enqueue(const Tensor& src) override {
+    DI_CHECK(src.is_contiguous() && src.nbytes() <= buffer_.size() * 4, "readback: {} bytes into a buffer of {}",
+             src.nbytes(), buffer_.size() * 4);
+    Tensor dst = Tensor::view_of(buffer_.data(), src.shape(), src.dtype(), nullptr);
+    backend_.copy(src, dst);
+  }
+  const void* wait() override { return buffer_.data(); }
+
+ private:
+  Backend& backend_;
+  std::vector<std::int32_t> buffer_;
+};
+
 }  // namespace
+
+std::unique_ptr<HostReadback> Backend::make_readback(std::size_t bytes) {
+  return std::make_unique<CopyingReadback>(*this, bytes);
+}
+
+void Backend::resolve_sampled_ids(Tensor& ids, const Tensor& sampled) {
+  DI_CHECK(ids.dtype() == DType::kI32 && ids.ndim() == 1 && ids.is_contiguous(), "resolve_sampled_ids: ids {} must be i32 [T]",
+           ids.shape());
+  DI_CHECK(sampled.dtype() == DType::kI32 && sampled.ndim() == 2 && sampled.dim(1) >= 1 && sampled.is_contiguous(),
+           "resolve_sampled_ids: sampled {} must be i32 [R, W]", sampled.shape());
+  DI_CHECK(ids.device().is_cpu() && sampled.device().is_cpu(), "resolve_sampled_ids: the {} backend needs host tensors",
+           name());
+  std::int32_t* id = ids.data<std::int32_t>();
+  const std::int32_t* s = sampled.data<std::int32_t>();
+  for (std::int64_t t = 0; t < ids.numel(); ++t) {
+    if (id[t] >= 0) continue;
+    const std::int64_t row = -1 - static_cast<std::int64_t>(id[t]);
+    id[t] = row < sampled.dim(0) ? s[row * sampled.dim(1)] : 0;
+  }
+}
 
 std::int64_t Backend::check_sample_tokens(const Tensor& logits, const Tensor& rows, const Tensor& entries,
                                           const Tensor& masks, const Tensor& out) {

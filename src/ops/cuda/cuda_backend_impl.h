@@ -100,7 +100,9 @@ class CudaBackend final : public Backend, public GraphBackend {
   void argmax(const Tensor& logits, Tensor& out) override;
   void apply_token_mask(Tensor& logits, const Tensor& mask) override;
   void sample_tokens(const Tensor& logits, const Tensor& rows, const Tensor& entries, const Tensor& masks,
-                     Tensor& out) override;  // backend_sampling.cpp
+                     Tensor& out) override;
+  void resolve_sampled_ids(Tensor& ids, const Tensor& sampled) override;
+  std::unique_ptr<HostReadback> make_readback(std::size_t bytes) override;  // backend_sampling.cpp
 
   // ---- graphs and staging (GraphBackend, backend_graph.cpp) -----------------------------------
   void begin_capture() override;

@@ -1,8 +1,12 @@
-// Sampling on the device: one thread block per logits row makes engine::Sampler's whole decision
-// (raw bans, logprob statistics, mask, bias, bans, penalties, temperature, top-k / min-p / top-p,
-// Philox-seeded Gumbel-max) with the arithmetic of ops/sampling_math.h, so it picks the same
-// token bit for bit. Filters are radix selects over order keys (counts for top-k, fixed-point
-// masses for top-p) instead of sorts; the Gumbel race skips tokens whose noise bound cannot win.
+// Sampling on the device: one thread-block cluster per logits row (each block a contiguous slice
+// of the vocabulary, reductions combined over distributed shared memory in rank order) makes
+// engine::Sampler's whole decision (raw bans, logprob statistics, mask, bias, bans, penalties,
+// temperature, top-k / min-p / top-p, Philox-seeded Gumbel-max) with the arithmetic of
+// ops/sampling_math.h, so it picks the same token bit for bit. Filters are radix selects over
+// order keys (counts for top-k, fixed-point masses for top-p) instead of sorts; the Gumbel race
+// skips tokens whose noise bound cannot win. Small batches use large clusters (up to 16 blocks a
+// row): a row walked by one block is latency-bound (~40 us per pass over 129,280 ids).
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include <climits>
@@ -16,12 +20,16 @@
 namespace deepinfer::ops::cuda {
 namespace {
 
+namespace cg = cooperative_groups;
 namespace sm = ::deepinfer::ops::sampling;
 using u64 = unsigned long long;
 
 constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / 32;
 constexpr unsigned kFull = 0xffffffffu;
+// Slices are whole multiples of this many ids: log-sum-exp chunks and Philox blocks of 4 ids never
+// straddle two blocks.
+constexpr int kSliceAlign = sm::kLseChunk;
 // Gumbel bounds per run of 2^20 bit patterns, widened far beyond the own log's error (as the host
 // sampler's table): a token is skipped only if even its bound cannot reach the best lower bound.
 constexpr int kBucketShift = 20;
@@ -41,17 +49,34 @@ __global__ void init_buckets_kernel() {
 }
 
 struct Shared {
+  // Per-warp partials of a block reduction, then the block's value in a ring of two cluster
+  // slots (a slot is rewritten two reductions later, after every block passed the barrier of the
+  // reduction in between, so no block still reads it).
   double red_d[kWarps];
   int red_i[kWarps];
   u64 red_u[kWarps];
-  u64 hist[256];
-  double chunk[kThreads];
-  int top_ids[kMaxSampleTop];
+  double slot_d[2];
+  int slot_i[2];
+  u64 slot_u[2];
+  u64 hist[2][256];  // radix passes alternate, for the same reason
+  u64 total[256];    // the cluster's histogram of the current pass
+  int top_ids[kMaxSampleTop];  // rank 0 collects the top list
   float top_vals[kMaxSampleTop];
-  int scalar_i;
+  int top_count;
+  int found[2];  // nth_match's result (rank 0's copy is the cluster's)
   int sel_digit;
   u64 sel_above;
   double lse;
+};
+
+// Where this block works: the cluster of its row, its slice [begin, end) of the vocabulary.
+struct Ctx {
+  cg::cluster_group cluster;
+  unsigned rank;
+  unsigned size;
+  int begin;
+  int end;
+  int phase;  // cluster reductions so far (every thread of the cluster runs the same sequence)
 };
 
 __device__ __forceinline__ float key_value(std::uint32_t key) {
@@ -59,25 +84,44 @@ __device__ __forceinline__ float key_value(std::uint32_t key) {
   return __uint_as_float(b);
 }
 
-// ---- block reductions (every thread calls; all get the result) ------------------------------------
-__device__ u64 block_sum(u64 x, Shared& sh) {
+template <typename T>
+__device__ __forceinline__ T* remote(Ctx& c, T* local, unsigned rank) {
+  return c.cluster.map_shared_rank(local, rank);
+}
+
+// ---- cluster reductions (every thread of the cluster calls; all get the result) ---------------------
+__device__ u64 cluster_sum(u64 x, Shared& sh, Ctx& c) {
   for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(kFull, x, o);
   __syncthreads();
   if (threadIdx.x % 32 == 0) sh.red_u[threadIdx.x / 32] = x;
   __syncthreads();
+  const int s = c.phase++ & 1;
+  if (threadIdx.x == 0) {
+    u64 t = 0;
+    for (int i = 0; i < kWarps; ++i) t += sh.red_u[i];
+    sh.slot_u[s] = t;
+  }
+  c.cluster.sync();
   u64 t = 0;
-  for (int i = 0; i < kWarps; ++i) t += sh.red_u[i];
+  for (unsigned r = 0; r < c.size; ++r) t += *remote(c, &sh.slot_u[s], r);
   return t;
 }
 
 // Max of finite-or-inf floats (NaN ignored, as std::max with the running value first).
-__device__ float block_fmax(float x, Shared& sh) {
+__device__ float cluster_fmax(float x, Shared& sh, Ctx& c) {
   for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(kFull, x, o));
   __syncthreads();
   if (threadIdx.x % 32 == 0) sh.red_d[threadIdx.x / 32] = x;
   __syncthreads();
+  const int s = c.phase++ & 1;
+  if (threadIdx.x == 0) {
+    float m = -INFINITY;
+    for (int i = 0; i < kWarps; ++i) m = fmaxf(m, static_cast<float>(sh.red_d[i]));
+    sh.slot_d[s] = m;
+  }
+  c.cluster.sync();
   float m = -INFINITY;
-  for (int i = 0; i < kWarps; ++i) m = fmaxf(m, static_cast<float>(sh.red_d[i]));
+  for (unsigned r = 0; r < c.size; ++r) m = fmaxf(m, static_cast<float>(*remote(c, &sh.slot_d[s], r)));
   return m;
 }
 
@@ -86,7 +130,7 @@ __device__ __forceinline__ bool better(double s, int i, double bs, int bi) {
   return i >= 0 && (bi < 0 || s > bs || (s == bs && i < bi));
 }
 
-__device__ int block_best(double s, int i, Shared& sh, double* best_score = nullptr) {
+__device__ int cluster_best(double s, int i, Shared& sh, Ctx& c, double* best_score = nullptr) {
   for (int o = 16; o > 0; o >>= 1) {
     const double os = __shfl_xor_sync(kFull, s, o);
     const int oi = __shfl_xor_sync(kFull, i, o);
@@ -101,41 +145,59 @@ __device__ int block_best(double s, int i, Shared& sh, double* best_score = null
     sh.red_i[threadIdx.x / 32] = i;
   }
   __syncthreads();
-  double bs = sh.red_d[0];
-  int bi = sh.red_i[0];
-  for (int w = 1; w < kWarps; ++w) {
-    if (better(sh.red_d[w], sh.red_i[w], bs, bi)) {
-      bs = sh.red_d[w];
-      bi = sh.red_i[w];
+  const int slot = c.phase++ & 1;
+  if (threadIdx.x == 0) {
+    double bs = sh.red_d[0];
+    int bi = sh.red_i[0];
+    for (int w = 1; w < kWarps; ++w) {
+      if (better(sh.red_d[w], sh.red_i[w], bs, bi)) {
+        bs = sh.red_d[w];
+        bi = sh.red_i[w];
+      }
+    }
+    sh.slot_d[slot] = bs;
+    sh.slot_i[slot] = bi;
+  }
+  c.cluster.sync();
+  double bs = 0.0;
+  int bi = -1;
+  for (unsigned r = 0; r < c.size; ++r) {
+    const double rs = *remote(c, &sh.slot_d[slot], r);
+    const int ri = *remote(c, &sh.slot_i[slot], r);
+    if (better(rs, ri, bs, bi)) {
+      bs = rs;
+      bi = ri;
     }
   }
   if (best_score != nullptr) *best_score = bs;
   return bi;
 }
 
-// Argmax of x over [0, n) with the host's rule (strict >, so the lowest id wins ties, NaN and -inf
-// never win; -1 when nothing beats -inf).
-__device__ int block_argmax(const float* x, int n, Shared& sh) {
+// Argmax of x over the row with the host's rule (strict >, so the lowest id wins ties, NaN and
+// -inf never win; -1 when nothing beats -inf).
+__device__ int cluster_argmax(const float* x, Shared& sh, Ctx& c) {
   float bv = -INFINITY;
   int bi = -1;
-  for (int v = threadIdx.x; v < n; v += kThreads) {
+  for (int v = c.begin + static_cast<int>(threadIdx.x); v < c.end; v += kThreads) {
     if (x[v] > bv) {
       bv = x[v];
       bi = v;
     }
   }
-  return block_best(bi >= 0 ? static_cast<double>(bv) : -INFINITY, bi, sh);
+  return cluster_best(bi >= 0 ? static_cast<double>(bv) : -INFINITY, bi, sh, c);
 }
 
 // The id of the n-th (1-based) id in ascending order with pred(id), or INT_MAX when fewer match.
-// Each thread owns a contiguous run of ids, so one scan of the run counts suffices.
+// Each thread owns a contiguous run of its block's slice: one scan of the run counts suffices.
 template <typename Pred>
-__device__ int nth_match(int vocab, long long n, Pred pred, Shared& sh) {
-  const int per = (vocab + kThreads - 1) / kThreads;
-  const int begin = min(vocab, static_cast<int>(threadIdx.x) * per), end = min(vocab, begin + per);
+__device__ int nth_match(long long n, Pred pred, Shared& sh, Ctx& c) {
+  const int per = (c.end - c.begin + kThreads - 1) / kThreads;
+  const int begin = min(c.end, c.begin + static_cast<int>(threadIdx.x) * per), end = min(c.end, begin + per);
   int count = 0;
   for (int v = begin; v < end; ++v) count += pred(v) ? 1 : 0;
-  // Exclusive scan of the counts in thread order.
+  const int fs = c.phase & 1;  // the result slot (the reduction below advances the phase)
+  if (c.rank == 0 && threadIdx.x == 0) sh.found[fs] = INT_MAX;
+  // Exclusive scan of the counts in (block, thread) order.
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   int incl = count;
   for (int o = 1; o < 32; o <<= 1) {
@@ -144,44 +206,50 @@ __device__ int nth_match(int vocab, long long n, Pred pred, Shared& sh) {
   }
   __syncthreads();
   if (lane == 31) sh.red_i[warp] = incl;
-  if (threadIdx.x == 0) sh.scalar_i = INT_MAX;
   __syncthreads();
   long long before = incl - count;
   for (int w = 0; w < warp; ++w) before += sh.red_i[w];
+  int block_total = 0;
+  for (int w = 0; w < kWarps; ++w) block_total += sh.red_i[w];
+  __syncthreads();
+  const int s = c.phase++ & 1;
+  if (threadIdx.x == 0) sh.slot_u[s] = static_cast<u64>(block_total);
+  c.cluster.sync();  // also orders rank 0's reset of the result slot before any write to it
+  for (unsigned r = 0; r < c.rank; ++r) before += static_cast<long long>(*remote(c, &sh.slot_u[s], r));
   if (before < n && before + count >= n) {
     long long k = before;
     for (int v = begin; v < end; ++v) {
       if (pred(v) && ++k == n) {
-        sh.scalar_i = v;
+        *remote(c, &sh.found[fs], 0) = v;
         break;
       }
     }
   }
-  __syncthreads();
-  const int found = sh.scalar_i;
-  __syncthreads();  // everyone has read it before the slot is reused
-  return found;
+  c.cluster.sync();
+  return *remote(c, &sh.found[fs], 0);
 }
 
 // MSB-first radix select over the 32-bit order keys of the ids with in(v): the largest key K
 // such that reached(weight of ids with key >= K). `above` gets the weight of the keys > K.
-template <typename In, typename Key, typename Weight, typename Reached>
-__device__ std::uint32_t radix_select(int vocab, In in, Key key, Weight weight, Reached reached, u64& above,
-                                      Shared& sh) {
+// kUnit: every weight is 1 (a count), so a group's sum is its population.
+template <bool kUnit, typename In, typename Key, typename Weight, typename Reached>
+__device__ std::uint32_t radix_select(In in, Key key, Weight weight, Reached reached, u64& above, Shared& sh, Ctx& c) {
   std::uint32_t prefix = 0;
   above = 0;
   for (int shift = 24; shift >= 0; shift -= 8) {
-    for (int i = threadIdx.x; i < 256; i += kThreads) sh.hist[i] = 0;
+    const int h = (shift / 8) & 1;
+    u64* hist = sh.hist[h];
+    for (int i = threadIdx.x; i < 256; i += kThreads) hist[i] = 0;
     __syncthreads();
     const std::uint32_t high = shift == 24 ? 0u : (0xFFFFFFFFu << (shift + 8));
     // A row's logits share a few exponent bytes, so one atomic per id would pile onto the same
     // bins: the lanes of a warp with the same digit add their weights first, one atomic per group.
     const int lane = threadIdx.x % 32;
-    for (int base = 0; base < vocab; base += kThreads) {
+    for (int base = c.begin; base < c.end; base += kThreads) {
       const int v = base + static_cast<int>(threadIdx.x);
       std::uint32_t digit = 256;  // none
       u64 w = 0;
-      if (v < vocab && in(v)) {
+      if (v < c.end && in(v)) {
         const std::uint32_t k = key(v);
         if ((k & high) == (prefix & high)) {
           digit = (k >> shift) & 255u;
@@ -190,133 +258,162 @@ __device__ std::uint32_t radix_select(int vocab, In in, Key key, Weight weight, 
       }
       const unsigned peers = __match_any_sync(kFull, digit);
       u64 sum = 0;
-      for (int j = 0; j < 32; ++j) {
-        const u64 wj = __shfl_sync(kFull, w, j);
-        if ((peers >> j) & 1u) sum += wj;
+      if (kUnit) {
+        sum = static_cast<u64>(__popc(peers));
+      } else {
+        for (int j = 0; j < 32; ++j) {
+          const u64 wj = __shfl_sync(kFull, w, j);
+          if ((peers >> j) & 1u) sum += wj;
+        }
       }
-      if (digit < 256 && __ffs(peers) - 1 == lane) atomicAdd(&sh.hist[digit], sum);
+      if (digit < 256 && __ffs(peers) - 1 == lane) atomicAdd(&hist[digit], sum);
+    }
+    c.cluster.sync();  // every block's histogram of this pass is complete
+    for (int i = threadIdx.x; i < 256; i += kThreads) {
+      u64 bin = 0;
+      for (unsigned r = 0; r < c.size; ++r) bin += remote(c, hist, r)[i];
+      sh.total[i] = bin;
     }
     __syncthreads();
-    if (threadIdx.x == 0) {
-      u64 cum = above;
-      int d = 255;
-      for (; d > 0; --d) {
-        if (reached(cum + sh.hist[d])) break;
-        cum += sh.hist[d];
+    if (threadIdx.x < 32) {
+      // The first digit from the top (255 down to 1; else 0) whose bin completes the target, as
+      // a sequential walk finds it: lane l walks digits 255 - 8l down to 248 - 8l, starting from
+      // the exact sum of the bins above its range; the lowest lane with a hit has the answer.
+      u64 local = 0;
+      for (int j = 0; j < 8; ++j) local += sh.total[255 - 8 * lane - j];
+      u64 incl = local;
+      for (int o = 1; o < 32; o <<= 1) {
+        const u64 y = __shfl_up_sync(kFull, incl, o);
+        if (lane >= o) incl += y;
       }
-      sh.sel_digit = d;
-      sh.sel_above = cum;
+      u64 cum = above + (incl - local);
+      int hit = -1;
+      u64 hit_cum = 0;
+      for (int j = 0; j < 8; ++j) {
+        const int d = 255 - 8 * lane - j;
+        if (d == 0 || reached(cum + sh.total[d])) {
+          hit = d;
+          hit_cum = cum;
+          break;
+        }
+        cum += sh.total[d];
+      }
+      const unsigned hits = __ballot_sync(kFull, hit >= 0);  // lane 31 hits at digit 0 at the latest
+      if (lane == __ffs(hits) - 1) {
+        sh.sel_digit = hit;
+        sh.sel_above = hit_cum;
+      }
     }
     __syncthreads();
     prefix |= static_cast<std::uint32_t>(sh.sel_digit) << shift;
     above = sh.sel_above;
+    __syncthreads();  // sel_* are rewritten by the next pass
   }
   return prefix;
 }
 
 __device__ __forceinline__ bool valid_id(int id, int vocab) { return id >= 0 && id < vocab; }
+__device__ __forceinline__ bool mine(int id, const Ctx& c) { return id >= c.begin && id < c.end; }
 
-// Raw logprob statistics before any processing: lse (chunked sums), the top list.
-__device__ void raw_statistics(const float* w, int vocab, const SampleRow& p, Shared& sh) {
+// Raw logprob statistics before any processing: lse (chunked sums, rank 0 adds them in order),
+// the top list (on rank 0).
+__device__ void raw_statistics(const float* w, int vocab, double* chunk_sums, const SampleRow& p, Shared& sh, Ctx& c) {
   float mx = -INFINITY;
-  for (int v = threadIdx.x; v < vocab; v += kThreads) mx = fmaxf(mx, w[v]);
-  const float max_value = block_fmax(mx, sh);
+  for (int v = c.begin + static_cast<int>(threadIdx.x); v < c.end; v += kThreads) mx = fmaxf(mx, w[v]);
+  const float max_value = cluster_fmax(mx, sh, c);
   // Chunks of kLseChunk ids summed sequentially, the chunk sums sequentially in chunk order.
-  const int chunks = (vocab + sm::kLseChunk - 1) / sm::kLseChunk;
-  double total = 0.0;
-  for (int base = 0; base < chunks; base += kThreads) {
-    const int c = base + static_cast<int>(threadIdx.x);
-    if (c < chunks) {
-      double part = 0.0;
-      for (int v = c * sm::kLseChunk; v < min(vocab, (c + 1) * sm::kLseChunk); ++v)
-        part = sm::dadd(part, sm::exp(sm::dsub(static_cast<double>(w[v]), static_cast<double>(max_value))));
-      sh.chunk[threadIdx.x] = part;
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      for (int i = 0; i < min(kThreads, chunks - base); ++i) total = sm::dadd(total, sh.chunk[i]);
-    }
-    __syncthreads();
+  const int first_chunk = c.begin / sm::kLseChunk;
+  const int chunks = (c.end - c.begin + sm::kLseChunk - 1) / sm::kLseChunk;
+  for (int i = threadIdx.x; i < chunks; i += kThreads) {
+    const int ch = first_chunk + i;
+    double part = 0.0;
+    for (int v = ch * sm::kLseChunk; v < min(c.end, (ch + 1) * sm::kLseChunk); ++v)
+      part = sm::dadd(part, sm::exp(sm::dsub(static_cast<double>(w[v]), static_cast<double>(max_value))));
+    chunk_sums[ch] = part;
   }
-  if (threadIdx.x == 0) sh.lse = sm::dadd(static_cast<double>(max_value), sm::log(total));
-  // Top list: the n best non-NaN ids by (value desc, id asc).
   const int n = min(p.num_top_logprobs, kMaxSampleTop);
+  if (c.rank == 0 && threadIdx.x == 0) sh.top_count = 0;
+  c.cluster.sync();  // chunk sums (global) and the top count are in place
+  if (c.rank == 0 && threadIdx.x == 0) {
+    double total = 0.0;
+    const int all = (vocab + sm::kLseChunk - 1) / sm::kLseChunk;
+    for (int i = 0; i < all; ++i) total = sm::dadd(total, chunk_sums[i]);
+    sh.lse = sm::dadd(static_cast<double>(max_value), sm::log(total));
+  }
+  // Top list: the n best non-NaN ids by (value desc, id asc).
+  int taken = 0;
   if (n > 0) {
     const auto in = [&](int v) { return w[v] == w[v]; };
     const auto key = [&](int v) { return sm::order_key(w[v]); };
-    const u64 total_in = block_sum([&] {
-      u64 c = 0;
-      for (int v = threadIdx.x; v < vocab; v += kThreads) c += in(v) ? 1 : 0;
-      return c;
-    }(), sh);
+    u64 cnt = 0;
+    for (int v = c.begin + static_cast<int>(threadIdx.x); v < c.end; v += kThreads) cnt += in(v) ? 1 : 0;
+    const u64 total_in = cluster_sum(cnt, sh, c);
     const u64 want = min(static_cast<u64>(n), total_in);
-    int taken = 0;
     if (want > 0) {
       u64 above = 0;
-      const std::uint32_t kth = radix_select(
-          vocab, in, key, [](int) { return 1ull; }, [&](u64 c) { return c >= want; }, above, sh);
-      const int cut = nth_match(vocab, static_cast<long long>(want - above), [&](int v) { return in(v) && key(v) == kth; }, sh);
-      if (threadIdx.x == 0) sh.scalar_i = 0;
-      __syncthreads();
-      for (int v = threadIdx.x; v < vocab; v += kThreads) {
+      const std::uint32_t kth = radix_select<true>(in, key, [](int) { return 1ull; }, [&](u64 x) { return x >= want; },
+                                                   above, sh, c);
+      const int cut = nth_match(static_cast<long long>(want - above), [&](int v) { return in(v) && key(v) == kth; }, sh, c);
+      int* count0 = remote(c, &sh.top_count, 0);
+      int* ids0 = remote(c, sh.top_ids, 0);
+      float* vals0 = remote(c, sh.top_vals, 0);
+      for (int v = c.begin + static_cast<int>(threadIdx.x); v < c.end; v += kThreads) {
         if (!in(v)) continue;
         const std::uint32_t k = key(v);
         if (k > kth || (k == kth && v <= cut)) {
-          const int slot = atomicAdd(&sh.scalar_i, 1);
-          sh.top_ids[slot] = v;
-          sh.top_vals[slot] = w[v];
+          const int slot = atomicAdd(count0, 1);
+          ids0[slot] = v;
+          vals0[slot] = w[v];
         }
       }
-      __syncthreads();
       taken = static_cast<int>(want);
     }
-    if (threadIdx.x == 0) {
-      // Insertion sort of at most kMaxSampleTop entries.
-      for (int i = 1; i < taken; ++i) {
-        const int id = sh.top_ids[i];
-        const float val = sh.top_vals[i];
-        int j = i - 1;
-        while (j >= 0 && (sh.top_vals[j] < val || (sh.top_vals[j] == val && sh.top_ids[j] > id))) {
-          sh.top_ids[j + 1] = sh.top_ids[j];
-          sh.top_vals[j + 1] = sh.top_vals[j];
-          --j;
-        }
-        sh.top_ids[j + 1] = id;
-        sh.top_vals[j + 1] = val;
+  }
+  c.cluster.sync();  // the top list is complete on rank 0
+  if (c.rank == 0 && threadIdx.x == 0) {
+    // Insertion sort of at most kMaxSampleTop entries.
+    for (int i = 1; i < taken; ++i) {
+      const int id = sh.top_ids[i];
+      const float val = sh.top_vals[i];
+      int j = i - 1;
+      while (j >= 0 && (sh.top_vals[j] < val || (sh.top_vals[j] == val && sh.top_ids[j] > id))) {
+        sh.top_ids[j + 1] = sh.top_ids[j];
+        sh.top_vals[j + 1] = sh.top_vals[j];
+        --j;
       }
-      for (int i = taken; i < kMaxSampleTop; ++i) sh.top_ids[i] = -1;
+      sh.top_ids[j + 1] = id;
+      sh.top_vals[j + 1] = val;
     }
-  } else if (threadIdx.x == 0) {
-    for (int i = 0; i < kMaxSampleTop; ++i) sh.top_ids[i] = -1;
+    for (int i = taken; i < kMaxSampleTop; ++i) sh.top_ids[i] = -1;
   }
   __syncthreads();
 }
 
-// Mask, bias, bans, penalties in the host order; each list is a separate phase because one id
-// may be in several.
+// Mask, bias, bans, penalties in the host order, each block on the ids of its slice; each list
+// is a separate phase because one id may be in several.
 __device__ void apply_processors(float* w, int vocab, const SampleRow& p, const SampleEntry* e, int num_entries,
-                                 const std::uint32_t* mask) {
+                                 const std::uint32_t* mask, const Ctx& c) {
   if (mask != nullptr) {
-    for (int v = threadIdx.x; v < vocab; v += kThreads)
+    for (int v = c.begin + static_cast<int>(threadIdx.x); v < c.end; v += kThreads)
       if (((mask[v >> 5] >> (v & 31)) & 1u) == 0) w[v] = -INFINITY;
   }
   __syncthreads();
   if (threadIdx.x == 0) {  // in order: a bias list may name an id twice
     for (int i = max(p.bias_begin, 0); i < min(p.bias_end, num_entries); ++i)
-      if (valid_id(e[i].id, vocab)) w[e[i].id] = sm::fadd(w[e[i].id], e[i].value);
+      if (valid_id(e[i].id, vocab) && mine(e[i].id, c)) w[e[i].id] = sm::fadd(w[e[i].id], e[i].value);
   }
   __syncthreads();
   for (int i = max(p.ban_begin, 0) + threadIdx.x; i < min(p.ban_end, num_entries); i += kThreads)
-    if (valid_id(e[i].id, vocab)) w[e[i].id] = -INFINITY;
+    if (valid_id(e[i].id, vocab) && mine(e[i].id, c)) w[e[i].id] = -INFINITY;
   __syncthreads();
   for (int i = max(p.seen_begin, 0) + threadIdx.x; i < min(p.seen_end, num_entries); i += kThreads) {
-    if (!valid_id(e[i].id, vocab)) continue;
+    if (!valid_id(e[i].id, vocab) || !mine(e[i].id, c)) continue;
     const float x = w[e[i].id];
     w[e[i].id] = x > 0.0f ? sm::fdiv(x, p.repetition_penalty) : sm::fmul(x, p.repetition_penalty);
   }
   __syncthreads();
   for (int i = max(p.count_begin, 0) + threadIdx.x; i < min(p.count_end, num_entries); i += kThreads) {
-    if (!valid_id(e[i].id, vocab)) continue;
+    if (!valid_id(e[i].id, vocab) || !mine(e[i].id, c)) continue;
     w[e[i].id] = sm::fsub(w[e[i].id], sm::fadd(sm::fmul(p.frequency_penalty, e[i].value), p.presence_penalty));
   }
   __syncthreads();
@@ -326,33 +423,33 @@ __device__ void apply_processors(float* w, int vocab, const SampleRow& p, const 
 // computes exact scores only where the upper bound reaches it. 4 consecutive ids per thread share
 // one Philox block.
 template <typename Cand>
-__device__ int gumbel_race(const float* w, int vocab, const SampleRow& p, Cand cand, Shared& sh) {
+__device__ int gumbel_race(const float* w, const SampleRow& p, Cand cand, Shared& sh, Ctx& c) {
   const std::uint64_t seed = (static_cast<std::uint64_t>(p.seed_hi) << 32) | p.seed_lo;
   double floor_local = -INFINITY;
-  for (int v0 = 4 * threadIdx.x; v0 < vocab; v0 += 4 * kThreads) {
+  for (int v0 = c.begin + 4 * static_cast<int>(threadIdx.x); v0 < c.end; v0 += 4 * kThreads) {
     bool any = false;
-    for (int j = 0; j < 4 && v0 + j < vocab; ++j) any = any || cand(v0 + j);
+    for (int j = 0; j < 4 && v0 + j < c.end; ++j) any = any || cand(v0 + j);
     if (!any) continue;
     const sm::Philox4 bits = sm::token_noise_block(seed, p.position, static_cast<std::uint32_t>(v0) >> 2);
-    for (int j = 0; j < 4 && v0 + j < vocab; ++j) {
+    for (int j = 0; j < 4 && v0 + j < c.end; ++j) {
       if (!cand(v0 + j)) continue;
       const double lo = sm::dadd(static_cast<double>(w[v0 + j]), g_bucket_lo[bits.v[j] >> kBucketShift]);
       floor_local = fmax(floor_local, lo);
     }
   }
   double floor_value = 0.0;
-  block_best(floor_local, floor_local > -INFINITY ? 0 : -1, sh, &floor_value);
+  cluster_best(floor_local, floor_local > -INFINITY ? 0 : -1, sh, c, &floor_value);
   double best_score = -INFINITY;
   int best = -1;
-  for (int v0 = 4 * threadIdx.x; v0 < vocab; v0 += 4 * kThreads) {
+  for (int v0 = c.begin + 4 * static_cast<int>(threadIdx.x); v0 < c.end; v0 += 4 * kThreads) {
     bool any = false;
-    for (int j = 0; j < 4 && v0 + j < vocab; ++j) {
+    for (int j = 0; j < 4 && v0 + j < c.end; ++j) {
       const int v = v0 + j;
       any = any || (cand(v) && sm::dadd(static_cast<double>(w[v]), 22.9) >= floor_value);
     }
     if (!any) continue;
     const sm::Philox4 bits = sm::token_noise_block(seed, p.position, static_cast<std::uint32_t>(v0) >> 2);
-    for (int j = 0; j < 4 && v0 + j < vocab; ++j) {
+    for (int j = 0; j < 4 && v0 + j < c.end; ++j) {
       const int v = v0 + j;
       if (!cand(v)) continue;
       const double s = static_cast<double>(w[v]);
@@ -364,24 +461,24 @@ __device__ int gumbel_race(const float* w, int vocab, const SampleRow& p, Cand c
       }
     }
   }
-  return block_best(best_score, best, sh);
+  return cluster_best(best_score, best, sh, c);
 }
 
 // top-k, min-p and top-p over the finite scaled logits, then the race (Sampler::filter's rules).
-__device__ int filtered_draw(const float* w, int vocab, const SampleRow& p, Shared& sh) {
+__device__ int filtered_draw(const float* w, const SampleRow& p, Shared& sh, Ctx& c) {
   const auto finite = [&](int v) { return sm::is_finite(w[v]); };
   const auto key = [&](int v) { return sm::order_key(w[v]); };
   u64 count = 0;
   float mx = -INFINITY;
-  for (int v = threadIdx.x; v < vocab; v += kThreads) {
+  for (int v = c.begin + static_cast<int>(threadIdx.x); v < c.end; v += kThreads) {
     if (finite(v)) {
       ++count;
       mx = fmaxf(mx, w[v]);
     }
   }
-  const u64 num_finite = block_sum(count, sh);
+  const u64 num_finite = cluster_sum(count, sh, c);
   if (num_finite == 0) return -1;
-  const float max_value = block_fmax(mx, sh);
+  const float max_value = cluster_fmax(mx, sh, c);
   // top-k: keys above the k-th, plus the lowest ids equal to it.
   std::uint32_t k_key = 0;
   int k_cut = INT_MAX;
@@ -389,9 +486,8 @@ __device__ int filtered_draw(const float* w, int vocab, const SampleRow& p, Shar
   if (top_k) {
     u64 above = 0;
     const u64 k = static_cast<u64>(p.top_k);
-    k_key = radix_select(
-        vocab, finite, key, [](int) { return 1ull; }, [&](u64 c) { return c >= k; }, above, sh);
-    k_cut = nth_match(vocab, static_cast<long long>(k - above), [&](int v) { return finite(v) && key(v) == k_key; }, sh);
+    k_key = radix_select<true>(finite, key, [](int) { return 1ull; }, [&](u64 x) { return x >= k; }, above, sh, c);
+    k_cut = nth_match(static_cast<long long>(k - above), [&](int v) { return finite(v) && key(v) == k_key; }, sh, c);
   }
   const bool min_p = p.min_p > 0.0f;
   const double threshold = min_p ? sm::min_p_threshold(max_value, p.min_p) : 0.0;
@@ -408,22 +504,23 @@ __device__ int filtered_draw(const float* w, int vocab, const SampleRow& p, Shar
   bool top_p = false;
   if (p.top_p < 1.0f) {
     u64 kept_count = 0;
-    for (int v = threadIdx.x; v < vocab; v += kThreads) kept_count += kept(v) ? 1 : 0;
-    top_p = block_sum(kept_count, sh) > 1;
+    for (int v = c.begin + static_cast<int>(threadIdx.x); v < c.end; v += kThreads) kept_count += kept(v) ? 1 : 0;
+    top_p = cluster_sum(kept_count, sh, c) > 1;
   }
   if (top_p) {
     const auto mass = [&](int v) { return static_cast<u64>(sm::nucleus_mass(w[v], max_value)); };
     u64 z = 0;
-    for (int v = threadIdx.x; v < vocab; v += kThreads) z += kept(v) ? mass(v) : 0;
-    const u64 total = block_sum(z, sh);
+    for (int v = c.begin + static_cast<int>(threadIdx.x); v < c.end; v += kThreads) z += kept(v) ? mass(v) : 0;
+    const u64 total = cluster_sum(z, sh, c);
     const auto reached = [&](u64 cum) { return sm::nucleus_reached(cum, total, p.top_p); };
     u64 above = 0;
-    p_key = radix_select(vocab, kept, key, mass, reached, above, sh);
+    p_key = radix_select<false>(kept, key, mass, reached, above, sh, c);
     // Every id with key p_key has the same mass: the smallest count j of them that completes it.
     const u64 q = static_cast<u64>(sm::nucleus_mass(key_value(p_key), max_value));
     u64 ties = 0;
-    for (int v = threadIdx.x; v < vocab; v += kThreads) ties += kept(v) && key(v) == p_key ? 1 : 0;
-    ties = block_sum(ties, sh);
+    for (int v = c.begin + static_cast<int>(threadIdx.x); v < c.end; v += kThreads)
+      ties += kept(v) && key(v) == p_key ? 1 : 0;
+    ties = cluster_sum(ties, sh, c);
     u64 lo = 1, hi = ties;
     while (lo < hi) {
       const u64 mid = lo + (hi - lo) / 2;
@@ -433,7 +530,7 @@ __device__ int filtered_draw(const float* w, int vocab, const SampleRow& p, Shar
         lo = mid + 1;
       }
     }
-    p_cut = nth_match(vocab, static_cast<long long>(lo), [&](int v) { return kept(v) && key(v) == p_key; }, sh);
+    p_cut = nth_match(static_cast<long long>(lo), [&](int v) { return kept(v) && key(v) == p_key; }, sh, c);
   }
   const auto cand = [&](int v) {
     if (!kept(v)) return false;
@@ -441,46 +538,62 @@ __device__ int filtered_draw(const float* w, int vocab, const SampleRow& p, Shar
     const std::uint32_t kv = key(v);
     return kv > p_key || (kv == p_key && v <= p_cut);
   };
-  return gumbel_race(w, vocab, p, cand, sh);
+  return gumbel_race(w, p, cand, sh, c);
 }
 
-__global__ void __launch_bounds__(kThreads) sample_kernel(SampleLaunch a) {
-  __shared__ Shared sh;
-  const int r = blockIdx.x;
-  const SampleRow p = a.row_params[r];
-  const float* logits = a.logits + static_cast<std::int64_t>(r) * a.logits_stride;
-  float* w = a.work + static_cast<std::int64_t>(r) * a.vocab;
+// The sampled token of one row (every block of the cluster gets it); rank 0 also has the raw
+// statistics when the row asked for logprobs.
+__device__ int decide_row(const SampleLaunch& a, const SampleRow& p, const float* logits, float* w, double* chunk_sums,
+                          Shared& sh, Ctx& c) {
   const int vocab = a.vocab;
   const SampleEntry* e = a.entries;
   // Raw logits with the raw bans.
-  for (int v = threadIdx.x; v < vocab; v += kThreads) w[v] = logits[v];
+  for (int v = c.begin + static_cast<int>(threadIdx.x); v < c.end; v += kThreads) w[v] = logits[v];
   __syncthreads();
   for (int i = max(p.raw_ban_begin, 0) + threadIdx.x; i < min(p.raw_ban_end, a.num_entries); i += kThreads)
-    if (valid_id(e[i].id, vocab)) w[e[i].id] = -INFINITY;
+    if (valid_id(e[i].id, vocab) && mine(e[i].id, c)) w[e[i].id] = -INFINITY;
   __syncthreads();
-  const int raw_best = block_argmax(w, vocab, sh);
-  const bool logprobs = p.num_top_logprobs >= 0;
-  if (logprobs) raw_statistics(w, vocab, p, sh);
+  const int raw_best = cluster_argmax(w, sh, c);
+  if (p.num_top_logprobs >= 0) raw_statistics(w, vocab, chunk_sums, p, sh, c);
   const std::uint32_t* mask = nullptr;
   if (p.mask_row >= 0 && p.mask_row < a.num_masks) mask = a.masks + static_cast<std::int64_t>(p.mask_row) * ((vocab + 31) / 32);
-  apply_processors(w, vocab, p, e, a.num_entries, mask);
+  apply_processors(w, vocab, p, e, a.num_entries, mask, c);
   int token = -1;
   if (p.temperature == 0.0f) {
-    token = block_argmax(w, vocab, sh);
+    token = cluster_argmax(w, sh, c);
   } else {
-    for (int v = threadIdx.x; v < vocab; v += kThreads) w[v] = sm::fdiv(w[v], p.temperature);
+    for (int v = c.begin + static_cast<int>(threadIdx.x); v < c.end; v += kThreads) w[v] = sm::fdiv(w[v], p.temperature);
     __syncthreads();
     const bool filtered = (p.top_k > 0 && p.top_k < vocab) || p.min_p > 0.0f || p.top_p < 1.0f;
     if (filtered) {
-      token = filtered_draw(w, vocab, p, sh);
+      token = filtered_draw(w, p, sh, c);
     } else {
-      token = gumbel_race(w, vocab, p, [&](int v) { return sm::is_finite(w[v]); }, sh);
+      token = gumbel_race(w, p, [&](int v) { return sm::is_finite(w[v]); }, sh, c);
     }
   }
-  if (token < 0) token = max(raw_best, 0);  // every logit masked or NaN
+  return token < 0 ? max(raw_best, 0) : token;  // every logit masked or NaN: the raw best
+}
+
+__global__ void __launch_bounds__(kThreads, 1) sample_kernel(SampleLaunch a) {
+  __shared__ Shared sh;
+  Ctx c{cg::this_cluster(), 0, 1, 0, 0, 0};
+  c.rank = c.cluster.block_rank();
+  c.size = c.cluster.num_blocks();
+  const int r = static_cast<int>(blockIdx.x / c.size);
+  const int slice = (a.vocab + static_cast<int>(c.size) - 1) / static_cast<int>(c.size);
+  const int aligned = (slice + kSliceAlign - 1) / kSliceAlign * kSliceAlign;
+  c.begin = min(a.vocab, static_cast<int>(c.rank) * aligned);
+  c.end = min(a.vocab, c.begin + aligned);
+  const SampleRow p = a.row_params[r];
+  const float* logits = a.logits + static_cast<std::int64_t>(r) * a.logits_stride;
+  float* w = a.work + static_cast<std::int64_t>(r) * a.vocab;
+  double* chunk_sums = a.chunk_sums + static_cast<std::int64_t>(r) * a.chunks_per_row;
+  const int token = decide_row(a, p, logits, w, chunk_sums, sh, c);
+  const bool logprobs = p.num_top_logprobs >= 0;
+  const SampleEntry* e = a.entries;
   std::int32_t* out = a.out + static_cast<std::int64_t>(r) * sample_out_words(a.max_top);
   if (!logprobs) {
-    if (threadIdx.x == 0) {
+    if (c.rank == 0 && threadIdx.x == 0) {
       out[kSampleOutToken] = token;
       out[kSampleOutRank] = 0;
       out[kSampleOutLogprob] = 0;
@@ -489,6 +602,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleLaunch a) {
         out[kSampleOutFixed + a.max_top + i] = 0;
       }
     }
+    c.cluster.sync();  // no block leaves while another may still read its shared memory
     return;
   }
   // Rank over the raw logits with the raw bans (banned ids are -inf there: never above).
@@ -496,11 +610,11 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleLaunch a) {
   for (int i = max(p.raw_ban_begin, 0); i < min(p.raw_ban_end, a.num_entries); ++i) chosen_banned |= e[i].id == token;
   const float chosen = chosen_banned ? -INFINITY : logits[token];
   u64 above = 0;
-  for (int v = threadIdx.x; v < vocab; v += kThreads) above += logits[v] > chosen ? 1 : 0;
+  for (int v = c.begin + static_cast<int>(threadIdx.x); v < c.end; v += kThreads) above += logits[v] > chosen ? 1 : 0;
   for (int i = max(p.raw_ban_begin, 0) + threadIdx.x; i < min(p.raw_ban_end, a.num_entries); i += kThreads)
-    if (valid_id(e[i].id, vocab) && logits[e[i].id] > chosen) --above;
-  above = block_sum(above, sh);
-  if (threadIdx.x == 0) {
+    if (valid_id(e[i].id, a.vocab) && mine(e[i].id, c) && logits[e[i].id] > chosen) --above;
+  above = cluster_sum(above, sh, c);
+  if (c.rank == 0 && threadIdx.x == 0) {
     const double lse = sh.lse;
     out[kSampleOutToken] = token;
     out[kSampleOutRank] = static_cast<std::int32_t>(1 + above);
@@ -513,25 +627,93 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleLaunch a) {
           has ? __float_as_int(static_cast<float>(sm::dsub(static_cast<double>(sh.top_vals[i]), lse))) : 0;
     }
   }
+  c.cluster.sync();
+}
+
+// Blocks per row: rows small enough to leave SMs idle get a larger cluster. 16 is beyond the
+// portable cluster size; used only where the device reports it can run such clusters.
+int cluster_size(int rows, bool sixteen) {
+  if (rows <= 8) return sixteen ? 16 : 8;
+  if (rows <= 32) return 8;
+  if (rows <= 64) return 4;
+  if (rows <= 128) return 2;
+  return 1;
+}
+
+bool can_run_sixteen() {
+  if (cudaFuncSetAttribute(sample_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(16);
+  config.blockDim = dim3(kThreads);
+  cudaLaunchAttribute attr = {};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = 16;
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  config.attrs = &attr;
+  config.numAttrs = 1;
+  int clusters = 0;
+  if (cudaOccupancyMaxActiveClusters(&clusters, sample_kernel, &config) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return clusters > 0;
+}
+
+__global__ void resolve_sampled_ids_kernel(std::int32_t* ids, int n, const std::int32_t* sampled, int rows, int width) {
+  const int t = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (t >= n || ids[t] >= 0) return;
+  const long long row = -1ll - ids[t];
+  ids[t] = row < rows ? sampled[row * width] : 0;
 }
 
 }  // namespace
 
+void launch_resolve_sampled_ids(std::int32_t* ids, int n, const std::int32_t* sampled, int rows, int width,
+                                cudaStream_t stream) {
+  if (n == 0) return;
+  resolve_sampled_ids_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(ids, n, sampled, rows, width);
+}
+
+std::int64_t sample_chunks_per_row(int vocab) { return (vocab + sm::kLseChunk - 1) / sm::kLseChunk; }
+
 void launch_sample_tokens(const SampleLaunch& args, cudaStream_t stream) {
   if (args.rows == 0) return;
-  // The bound tables are a pure function of the bits: computed once per device.
+  // The bound tables are a pure function of the bits: computed once per device, as is whether
+  // 16-block clusters fit.
   static std::mutex mutex;
   static bool ready[256] = {};
+  static bool sixteen[256] = {};
   int device = 0;
   cudaGetDevice(&device);
+  bool allow_sixteen = false;
   {
     const std::lock_guard<std::mutex> lock(mutex);
-    if (device >= 0 && device < 256 && !ready[device]) {
-      init_buckets_kernel<<<kBuckets / 256, 256, 0, stream>>>();
-      ready[device] = true;
+    if (device >= 0 && device < 256) {
+      if (!ready[device]) {
+        init_buckets_kernel<<<kBuckets / 256, 256, 0, stream>>>();
+        sixteen[device] = can_run_sixteen();
+        ready[device] = true;
+      }
+      allow_sixteen = sixteen[device];
     }
   }
-  sample_kernel<<<static_cast<unsigned>(args.rows), kThreads, 0, stream>>>(args);
+  const int size = cluster_size(args.rows, allow_sixteen);
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(args.rows * size));
+  config.blockDim = dim3(kThreads);
+  config.stream = stream;
+  cudaLaunchAttribute attr = {};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = static_cast<unsigned>(size);
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  config.attrs = &attr;
+  config.numAttrs = 1;
+  cudaLaunchKernelEx(&config, sample_kernel, args);
 }
 
 }  // namespace deepinfer::ops::cuda

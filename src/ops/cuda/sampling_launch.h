@@ -23,11 +23,18 @@ struct SampleLaunch {
   int num_entries = 0;
   const std::uint32_t* masks = nullptr;
   int num_masks = 0;
-  float* work = nullptr;       // [rows, vocab] scratch
+  float* work = nullptr;        // [rows, vocab] scratch
+  double* chunk_sums = nullptr;  // [rows, chunks_per_row] scratch (log-sum-exp chunk partials)
+  std::int64_t chunks_per_row = 0;
   std::int32_t* out = nullptr;  // [rows, sample_out_words(max_top)]
   int max_top = 0;
 };
 
+// Log-sum-exp chunks of a row of `vocab` ids (the size of a row's chunk_sums).
+std::int64_t sample_chunks_per_row(int vocab);
 void launch_sample_tokens(const SampleLaunch& args, cudaStream_t stream);
+// ids[t] = sampled[(-1 - ids[t]) * width] where ids[t] < 0 (0 past `rows`).
+void launch_resolve_sampled_ids(std::int32_t* ids, int n, const std::int32_t* sampled, int rows, int width,
+                                cudaStream_t stream);
 
 }  // namespace deepinfer::ops::cuda
