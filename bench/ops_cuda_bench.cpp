@@ -4,7 +4,8 @@
 // Every time is the median of CUDA-graph replays (ops::cuda_time). Prints markdown tables.
 // usage: ops_cuda_bench [--quick | --attention (that section alone) | --gemm (ceilings, GEMMs, experts) |
 //                        --moe (ceilings, routed experts at decode sizes) | --moe-trace (experts, default vs
-//                        previous kernel, a 30 ms pause after each timing: for a kernel trace)]
+//                        previous kernel, a 30 ms pause after each timing: for a kernel trace) |
+//                        --decode (ceilings, decode linears of 1..32 rows streamed from HBM)]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -180,6 +181,89 @@ void bench_gemms(const GemmBackends& be, const Roof& roof, bool quick) {
         }
         std::fflush(stdout);
       }
+    }
+  }
+  std::printf("\n");
+}
+
+// One decode linear of the V4-Flash geometry: `groups` weights [n, k] (groups > 1: the block-diagonal
+// wo_a through linear_grouped), FP8 act quant per 128 for fp8 weights.
+struct DecodeLinear {
+  const char* name;
+  WeightFormat format;
+  std::int64_t n, k;
+  int groups;
+  DType out;
+};
+
+// Decode linears (1..32 rows) with their weights rotated over copies of >= 256 MB in all, so every
+// call streams its weight from HBM as in a forward (back-to-back calls on one small weight would
+// time the 50 MB L2). 'default' = what linear() / linear_grouped() pick now; 'previous' = the paths
+// before the skinny bf16 kernel and the fused FP8 act quant (bf16: GEMV up to 4 rows, mma.sync +
+// split-K above, wo_a as 8 launches; fp8: act-quant launch + skinny GEMM); 'alt' = the new kernels
+// where the default does not take them (bf16 single weights through the skinny kernel; fp8 with the
+// act quant fused up to 8 rows, 8 loads in flight); 'fp8 cuBLASLt' = cuBLASLt's block-scaled FP8 GEMM.
+void bench_decode_linears(Backend& fast, Backend& previous, Backend& alt, Backend& fp8_lt, const Roof& roof) {
+  const std::vector<DecodeLinear> cases = {
+      {"lm head", WeightFormat::kBF16, 129280, 4096, 1, DType::kF32},
+      {"wo_a (8 groups)", WeightFormat::kBF16, 1024, 4096, 8, DType::kBF16},
+      {"compressor (ratio 4)", WeightFormat::kBF16, 1024, 4096, 1, DType::kF32},
+      {"compressor (ratio 128)", WeightFormat::kBF16, 512, 4096, 1, DType::kF32},
+      {"indexer compressor", WeightFormat::kBF16, 256, 4096, 1, DType::kF32},
+      {"wq_a", WeightFormat::kFp8Block, 1024, 4096, 1, DType::kBF16},
+      {"wq_b", WeightFormat::kFp8Block, 32768, 1024, 1, DType::kBF16},
+      {"wkv", WeightFormat::kFp8Block, 512, 4096, 1, DType::kBF16},
+      {"wo_b", WeightFormat::kFp8Block, 4096, 8192, 1, DType::kBF16},
+      {"shared w1/w3", WeightFormat::kFp8Block, 2048, 4096, 1, DType::kBF16},
+      {"shared w2", WeightFormat::kFp8Block, 4096, 2048, 1, DType::kBF16},
+      {"indexer wq_b", WeightFormat::kFp8Block, 8192, 1024, 1, DType::kBF16}};
+  std::printf("## Decode linears (weights rotated through >= 256 MB of copies: HBM, not L2)\n\n");
+  std::printf("| weight | format | M | path | time µs | weight GB/s | floor µs | floor/time |\n");
+  std::printf("| --- | --- | ---: | --- | ---: | ---: | ---: | ---: |\n");
+  for (const DecodeLinear& c : cases) {
+    const bool fp8 = c.format == WeightFormat::kFp8Block;
+    std::vector<std::vector<LinearWeight>> copies;
+    double wbytes = 0.0;
+    for (int r = 0; r == 0 || wbytes * r < 256e6; ++r) {
+      std::vector<LinearWeight> set;
+      for (int g = 0; g < c.groups; ++g)
+        set.push_back(make_weight(fast, c.format, c.n, c.k, static_cast<std::uint64_t>(1000 * r + g + c.n)));
+      if (r == 0)
+        for (const LinearWeight& w : set)
+          wbytes += static_cast<double>(w.data.nbytes() + (w.scale.defined() ? w.scale.nbytes() : 0));
+      copies.push_back(std::move(set));
+    }
+    const LinearOptions opt{fp8 ? 128 : 0};
+    for (std::int64_t m : {1, 2, 4, 8, 16, 32}) {
+      const Tensor x = fast.upload(host_bf16({m, c.groups * c.k}, 1.0f, static_cast<std::uint64_t>(m)));
+      Tensor y = fast.empty({m, c.groups * c.n}, c.out);
+      const double fl = floor_us(wbytes + 2.0 * m * c.groups * c.k, 2.0 * m * c.groups * c.n * c.k,
+                                 fp8 ? roof.fp8_tflops : roof.bf16_tflops, roof);
+      auto row = [&](const char* path, Backend& b, bool loop) {
+        const auto reps = static_cast<int>(copies.size());
+        auto body = [&] {
+          for (const auto& set : copies) {
+            if (!loop) {
+              b.linear_grouped(x, set, opt, y);
+              continue;
+            }
+            for (int g = 0; g < c.groups; ++g) {
+              Tensor yg = y.narrow(1, g * c.n, c.n);
+              b.linear(x.narrow(1, g * c.k, c.k), set[static_cast<std::size_t>(g)], opt, yg);
+            }
+          }
+        };
+        const CudaTiming t = cuda_time(b, body, 1, 10);
+        const double us = t.median_ms * 1e3 / reps;
+        std::printf("| %s [%lld, %lld] | %s | %lld | %s | %.2f | %.0f | %.2f | %.0f%% |\n", c.name,
+                    static_cast<long long>(c.n), static_cast<long long>(c.k), fp8 ? "fp8/128" : "bf16",
+                    static_cast<long long>(m), path, us, wbytes / (us * 1e3), fl, 100.0 * fl / us);
+      };
+      row("default", fast, false);
+      row("previous", previous, true);
+      if (m <= 8 || !fp8) row("alt", alt, false);
+      if (fp8 && m >= 4) row("fp8 cuBLASLt", fp8_lt, false);
+      std::fflush(stdout);
     }
   }
   std::printf("\n");
@@ -372,6 +456,40 @@ int main(int argc, char** argv) {
     auto fast = make_cuda_backend(0);
     if (argc > 1 && std::strcmp(argv[1], "--attention") == 0) {
       bench_attention(*fast, Roof{});
+      return 0;
+    }
+    if (argc > 1 && std::strcmp(argv[1], "--decode") == 0) {
+      Roof roof;
+      measure_roof(roof, *fast);
+      CudaBackendOptions prev, alt, lt8;
+      prev.bf16_skinny_max_rows = 0;
+      prev.fp8_fused_max_rows = 0;
+      alt.bf16_skinny_linear = true;  // the skinny bf16 kernel on single weights too
+      alt.fp8_fused_max_rows = 8;
+      alt.fp8_decode_unroll = 8;
+      lt8.skinny_max_rows = 0;
+      auto previous = make_cuda_backend(prev);
+      auto alternative = make_cuda_backend(alt);
+      auto fp8_lt = make_cuda_backend(lt8);
+      bench_decode_linears(*fast, *previous, *alternative, *fp8_lt, roof);
+      return 0;
+    }
+    if (argc > 1 && std::strcmp(argv[1], "--moe-prefill") == 0) {
+      // Prefill sizes: the 128-row-item fp4 GEMM (default from 32 rows per expert; 'prefill forced' at
+      // every size; '4 warps' = warp tiles of 64 x 64) against the skinny FP8 path it replaces ('prefill off').
+      Roof roof;
+      measure_roof(roof, *fast);
+      CudaBackendOptions forced_options, four_options, off_options;
+      forced_options.moe_prefill_min_rows = 1;
+      four_options.moe_prefill_min_rows = 1;
+      four_options.moe_prefill_warps = 4;
+      off_options.moe_prefill_min_rows = 0;
+      auto forced = make_cuda_backend(forced_options);
+      auto four = make_cuda_backend(four_options);
+      auto off = make_cuda_backend(off_options);
+      bench_experts({{"default", fast.get()}, {"prefill forced", forced.get()}, {"prefill 4 warps", four.get()},
+                     {"prefill off", off.get()}},
+                    roof, {256, 1024, 2048, 8192}, false);
       return 0;
     }
     CudaBackendOptions nar;

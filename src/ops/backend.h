@@ -23,6 +23,9 @@
 
 namespace deepinfer::ops {
 
+// Throws deepinfer::Error unless x, w and out fit Backend::linear_grouped (backends share it).
+void check_linear_grouped(const Tensor& x, std::span<const LinearWeight> w, const Tensor& out);
+
 // A pinned host buffer and the copies into it from one backend's device (Backend::make_readback).
 class HostReadback {
  public:
@@ -73,6 +76,13 @@ class Backend {
   // out[M, N] = x[M, K] · Wᵀ, accumulated in f32 in an order fixed per output element.
   // x rows may be strided (dim-0 stride >= K); so may out's (grouped projections use views).
   virtual void linear(const Tensor& x, const LinearWeight& w, const LinearOptions& options, Tensor& out) = 0;
+  // Block-diagonal linear (the grouped output projection): out[:, g·N .. (g+1)·N] = x[:, g·K .. (g+1)·K] · W_gᵀ
+  // for the G weights, all of one format and shape [N, K]; x: [M, G·K], out: [M, G·N] (rows may be
+  // strided). The default is the loop of linear() over column views (the reference); a backend may
+  // run it in one launch (CUDA: the same bits as its loop when single linears take the same kernel,
+  // else the loop's values up to f32 summation order).
+  virtual void linear_grouped(const Tensor& x, std::span<const LinearWeight> w, const LinearOptions& options,
+                              Tensor& out);
 
   // ---- normalisation / position -------------------------------------------------------------
   // RMSNorm over the last dim: out = x · rsqrt(mean(x²) + eps) (· weight when given).

@@ -154,5 +154,35 @@ TEST(CpuLinear, RejectsMismatchedShapesAndScales) {
   EXPECT_THROW(backend().linear(x, fp8, {}, out), Error);
 }
 
+TEST(CpuLinear, GroupedLinearIsTheBlockDiagonalProduct) {
+  const std::int64_t groups = 3, m = 5, n = 7, k = 40;
+  const Tensor x = random_tensor(Shape{m, groups * k}, 21);
+  std::vector<LinearWeight> ws;
+  for (std::int64_t g = 0; g < groups; ++g) ws.push_back(f32_weight(random_tensor(Shape{n, k}, 22 + static_cast<std::uint32_t>(g))));
+  Tensor out = Tensor::empty(Shape{m, groups * n}, DType::kF32);
+  backend().linear_grouped(x, ws, {}, out);
+  for (std::int64_t g = 0; g < groups; ++g) {
+    const Tensor xg = x.narrow(1, g * k, k).clone();
+    const std::vector<double> want = naive(xg, ws[static_cast<std::size_t>(g)].data);
+    std::vector<float> got;
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j) got.push_back(out.item_f32(i * groups * n + g * n + j));
+    test::expect_near_rel(got, want, 1e-5);
+  }
+}
+
+TEST(CpuLinear, GroupedLinearRejectsMismatchedGroups) {
+  const Tensor x = random_tensor(Shape{2, 64}, 30);
+  Tensor out = Tensor::empty(Shape{2, 16}, DType::kF32);
+  const std::vector<LinearWeight> two = {f32_weight(random_tensor(Shape{8, 32}, 31)),
+                                         f32_weight(random_tensor(Shape{8, 32}, 32))};
+  EXPECT_NO_THROW(backend().linear_grouped(x, two, {}, out));
+  const std::vector<LinearWeight> uneven = {two[0], f32_weight(random_tensor(Shape{8, 16}, 33))};
+  EXPECT_THROW(backend().linear_grouped(x, uneven, {}, out), Error);
+  const std::vector<LinearWeight> three = {two[0], two[1], two[0]};
+  EXPECT_THROW(backend().linear_grouped(x, three, {}, out), Error);
+  EXPECT_THROW(backend().linear_grouped(x, std::vector<LinearWeight>{}, {}, out), Error);
+}
+
 }  // namespace
 }  // namespace deepinfer::ops

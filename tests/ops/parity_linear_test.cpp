@@ -1,8 +1,9 @@
 // CUDA vs CPU parity of linear(): every weight format (f32, bf16, fp8 128x128 and 32x32 blocks,
 // fp4) over odd and model-sized shapes, batch 1 to large batch (split-K, tensor-core tiles, the
 // cuBLASLt paths and the FP8 tensor-core paths: skinny GEMM and block-scaled cuBLASLt, each also
-// forced at every M), FP8 activation quant, strided and bf16 inputs/outputs; plus the
-// batch-invariant mode's promise that a row's result does not depend on the batch.
+// forced at every M), FP8 activation quant, strided and bf16 inputs/outputs; the bf16 decode kernel
+// and the grouped (block-diagonal) linear; plus the batch-invariant mode's promise that a row's
+// result does not depend on the batch.
 #include "ops/parity_util.h"
 
 namespace deepinfer::ops::test {
@@ -37,25 +38,24 @@ struct Case {
   std::int64_t m, n, k;
 };
 
+// A non-batch-invariant backend with some options changed (made once per test binary by each caller).
+template <typename Set>
+std::unique_ptr<Backend> backend_with(Set set) {
+  CudaBackendOptions options;
+  options.batch_invariant = false;
+  set(options);
+  return make_cuda_backend(options);
+}
+
 // Backends that force one FP8 tensor-core path at every M: the skinny GEMM, or cuBLASLt's
 // block-scaled FP8 GEMM (fp8 128-blocks; other formats then take the usual paths).
 Backend& gpu_skinny_always() {
-  static std::unique_ptr<Backend> backend = [] {
-    CudaBackendOptions options;
-    options.batch_invariant = false;
-    options.skinny_max_rows = 1 << 20;
-    return make_cuda_backend(options);
-  }();
+  static auto backend = backend_with([](CudaBackendOptions& o) { o.skinny_max_rows = 1 << 20; });
   return *backend;
 }
 
 Backend& gpu_fp8_cublas_always() {
-  static std::unique_ptr<Backend> backend = [] {
-    CudaBackendOptions options;
-    options.batch_invariant = false;
-    options.skinny_max_rows = 0;
-    return make_cuda_backend(options);
-  }();
+  static auto backend = backend_with([](CudaBackendOptions& o) { o.skinny_max_rows = 0; });
   return *backend;
 }
 
@@ -127,6 +127,148 @@ TEST(CudaParity, LinearReadsStridedRowsAndWritesStridedRows) {
   Tensor got = got_wide.narrow(1, 10, 256);
   gpu().linear(to_gpu(wide_x).narrow(1, 100, 512), to_gpu(w), LinearOptions{128}, got);
   expect_parity(got_wide, want_wide, kTolFp8Mma);
+}
+
+// The skinny bf16 tensor-core kernel for single linears too (the default runs it for linear_grouped
+// only; single weights keep the GEMV up to 4 rows and mma.sync above, which check_linear covers).
+Backend& gpu_bf16_skinny() {
+  static auto backend = backend_with([](CudaBackendOptions& o) { o.bf16_skinny_linear = true; });
+  return *backend;
+}
+
+TEST(CudaParity, Bf16DecodeLinearMatchesCpuThroughTheSkinnyKernel) {
+  DEEPINFER_REQUIRE_GPU();
+  // Odd N (tail tiles), K from one pass to several K splits, every row-group width, bf16 and f32 out.
+  const std::vector<Case> cases = {{1, 16, 32},   {1, 33, 96},    {2, 1000, 4096}, {3, 129, 512}, {5, 4096, 1024},
+                                   {8, 300, 2048}, {9, 64, 4096},  {16, 17, 256},  {17, 1024, 4096},
+                                   {31, 200, 8192}, {32, 1024, 4096}, {32, 7, 64}};
+  for (const Case& c : cases) {
+    check_linear(Fmt::kBF16, c, DType::kBF16, 0, DType::kF32, gpu_bf16_skinny());
+    check_linear(Fmt::kBF16, c, DType::kBF16, 0, DType::kBF16, gpu_bf16_skinny());
+    check_linear(Fmt::kBF16, c, DType::kBF16, 0, DType::kF32);
+  }
+}
+
+TEST(CudaParity, Bf16DecodeLinearRowsDoNotDependOnTheBatchUpTo32Rows) {
+  DEEPINFER_REQUIRE_GPU();
+  // The skinny kernel's K split is chosen from (N, K) alone: a row's bits are the same at M = 1 and 32.
+  Backend& b = gpu_bf16_skinny();
+  const LinearWeight w = to_gpu(make_weight(Fmt::kBF16, 2000, 4096, 41), b);
+  const Tensor gx = to_gpu(random_tensor({32, 4096}, 42, 1.0f, DType::kBF16), b);
+  Tensor all = b.empty({32, 2000}, DType::kF32);
+  b.linear(gx, w, {}, all);
+  const Tensor all_host = to_host(all, b);
+  for (std::int64_t row : {0, 9, 31}) {
+    Tensor one = b.empty({1, 2000}, DType::kF32);
+    b.linear(gx.narrow(0, row, 1), w, {}, one);
+    const Tensor one_host = to_host(one, b);
+    for (std::int64_t j = 0; j < 2000; ++j)
+      ASSERT_EQ(one_host.data<float>()[j], all_host.data<float>()[row * 2000 + j]) << "row " << row << " col " << j;
+  }
+}
+
+// The FP8 decode kernel with the act quant fused at up to 8 rows (the default: 1 row), and the
+// separate act-quant launch + skinny GEMM at every row count.
+Backend& gpu_fp8_fused() {
+  static auto backend = backend_with([](CudaBackendOptions& o) { o.fp8_fused_max_rows = 8; });
+  return *backend;
+}
+
+Backend& gpu_separate_act_quant() {
+  static auto backend = backend_with([](CudaBackendOptions& o) { o.fp8_fused_max_rows = 0; });
+  return *backend;
+}
+
+TEST(CudaParity, Fp8DecodeWithTheActQuantFusedMatchesCpu) {
+  DEEPINFER_REQUIRE_GPU();
+  const std::vector<Case> cases = {{1, 16, 128},   {2, 1000, 4096}, {3, 129, 512}, {5, 4096, 1024},
+                                   {7, 300, 8192}, {8, 2048, 4096}, {8, 33, 16384}};
+  for (const Case& c : cases) {
+    check_linear(Fmt::kFp8b128, c, DType::kBF16, 128, DType::kF32, gpu_fp8_fused());
+    check_linear(Fmt::kFp8b128, c, DType::kBF16, 128, DType::kBF16, gpu_fp8_fused());
+    check_linear(Fmt::kFp8b128, c, DType::kBF16, 64, DType::kF32, gpu_fp8_fused());
+    check_linear(Fmt::kFp8b128, c, DType::kBF16, 128, DType::kF32);
+    check_linear(Fmt::kFp8b128, c, DType::kBF16, 128, DType::kF32, gpu_separate_act_quant());
+  }
+}
+
+TEST(CudaParity, Fp8DecodeWithTheActQuantFusedGivesTheSeparateQuantsBits) {
+  DEEPINFER_REQUIRE_GPU();
+  // Shapes whose K split is set by K and N alone (not by occupancy), so both kernels split alike: the
+  // fused one must reproduce the separate act quant + skinny GEMM bit for bit (same e4m3 codes and
+  // scales, same fragments, same per-step scaling and order).
+  for (const Case& c : std::vector<Case>{{1, 64, 256}, {3, 128, 1024}, {8, 100, 2048}}) {
+    SCOPED_TRACE(testing::Message() << "M=" << c.m << " N=" << c.n << " K=" << c.k);
+    const LinearWeight w = make_weight(Fmt::kFp8b128, c.n, c.k, 77);
+    const Tensor x = random_tensor({c.m, c.k}, 78, 1.0f, DType::kBF16);
+    Backend& fb = gpu_fp8_fused();
+    Tensor fused = poisoned({c.m, c.n}, DType::kF32, fb);
+    fb.linear(to_gpu(x, fb), to_gpu(w, fb), LinearOptions{128}, fused);
+    Backend& sep = gpu_separate_act_quant();
+    Tensor separate = poisoned({c.m, c.n}, DType::kF32, sep);
+    sep.linear(to_gpu(x, sep), to_gpu(w, sep), LinearOptions{128}, separate);
+    const std::vector<float> a = values(to_host(fused, fb)), b = values(to_host(separate, sep));
+    for (std::size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << "element " << i;
+  }
+}
+
+// linear_grouped on the GPU (one launch for bf16 weights up to 32 rows, else the loop) against the
+// CPU op; with `same_bits`, also bit for bit against the loop of GPU linears over column views that
+// defines it (a backend whose single linears take the same kernel, or a case that falls back to the loop).
+void check_grouped(Fmt f, int groups, const Case& c, DType out_dtype, Backend& b, bool same_bits) {
+  SCOPED_TRACE(testing::Message() << fmt_name(f) << " groups=" << groups << " M=" << c.m << " N=" << c.n
+                                  << " K=" << c.k << " out " << dtype_name(out_dtype));
+  std::vector<LinearWeight> ws, gws;
+  for (int g = 0; g < groups; ++g) {
+    ws.push_back(make_weight(f, c.n, c.k, static_cast<std::uint32_t>(100 + g)));
+    gws.push_back(to_gpu(ws.back(), b));
+  }
+  // x is a column view of a wider tensor (the model passes o reshaped; views must work too).
+  const Tensor wide = random_tensor({c.m, groups * c.k + 64}, static_cast<std::uint32_t>(c.m + 3), 1.0f, DType::kBF16);
+  const Tensor x = wide.narrow(1, 64, groups * c.k);
+  Tensor want = Tensor::empty({c.m, groups * c.n}, out_dtype);
+  backend().linear_grouped(x, ws, {}, want);
+  const Tensor gx = to_gpu(wide, b).narrow(1, 64, groups * c.k);
+  Tensor got = poisoned({c.m, groups * c.n}, out_dtype, b);
+  b.linear_grouped(gx, gws, {}, got);
+  expect_parity(got, want, out_dtype == DType::kBF16 ? kTolBf16 : 1e-4, b);
+  if (!same_bits) return;
+  Tensor loop = poisoned({c.m, groups * c.n}, out_dtype, b);
+  for (int g = 0; g < groups; ++g) {
+    Tensor loop_g = loop.narrow(1, g * c.n, c.n);
+    b.linear(gx.narrow(1, g * c.k, c.k), gws[static_cast<std::size_t>(g)], {}, loop_g);
+  }
+  const Tensor got_host = to_host(got, b), loop_host = to_host(loop, b);
+  const std::vector<float> gv = values(got_host), lv = values(loop_host);
+  for (std::size_t i = 0; i < gv.size(); ++i) ASSERT_EQ(gv[i], lv[i]) << "element " << i;
+}
+
+TEST(CudaParity, GroupedLinearMatchesCpuAndTheLoopOfLinears) {
+  DEEPINFER_REQUIRE_GPU();
+  for (const Case& c : std::vector<Case>{{1, 1024, 4096}, {4, 64, 256}, {13, 33, 96}, {32, 128, 512}, {40, 64, 256}}) {
+    check_grouped(Fmt::kBF16, 8, c, DType::kBF16, gpu(), false);
+    check_grouped(Fmt::kBF16, 8, c, DType::kF32, gpu(), false);
+    check_grouped(Fmt::kBF16, 8, c, DType::kF32, gpu_bf16_skinny(), true);
+  }
+  Backend& b = gpu_bf16_skinny();
+  check_grouped(Fmt::kBF16, 16, {3, 48, 128}, DType::kBF16, b, true);
+  check_grouped(Fmt::kBF16, 17, {3, 48, 128}, DType::kBF16, gpu(), true);  // more groups than one launch takes
+  check_grouped(Fmt::kBF16, 2, {3, 48, 100}, DType::kF32, gpu(), true);    // K % 32 != 0: the loop
+  check_grouped(Fmt::kF32, 3, {5, 40, 64}, DType::kF32, gpu(), true);
+  check_grouped(Fmt::kFp8b128, 2, {5, 256, 256}, DType::kF32, gpu(), true);
+  check_grouped(Fmt::kBF16, 8, {4, 64, 256}, DType::kF32, gpu_invariant(), true);
+}
+
+TEST(CudaParity, GroupedLinearRejectsMismatchedWeights) {
+  DEEPINFER_REQUIRE_GPU();
+  const std::vector<LinearWeight> ws = {to_gpu(make_weight(Fmt::kBF16, 32, 64, 1)),
+                                        to_gpu(make_weight(Fmt::kBF16, 32, 32, 2))};
+  const Tensor x = gpu().empty({2, 128}, DType::kBF16);
+  Tensor out = gpu().empty({2, 64}, DType::kF32);
+  EXPECT_THROW(gpu().linear_grouped(x, ws, {}, out), Error);
+  const std::vector<LinearWeight> same = {ws[0], ws[0]};
+  Tensor narrow_out = gpu().empty({2, 32}, DType::kF32);
+  EXPECT_THROW(gpu().linear_grouped(x, same, {}, narrow_out), Error);
 }
 
 TEST(CudaParity, BatchInvariantModeGivesEveryRowTheSameBitsAtAnyBatchSize) {

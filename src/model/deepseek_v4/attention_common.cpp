@@ -121,13 +121,11 @@ void project_output(ForwardContext& cx, const AttentionWeights& w, Tensor& o, co
   ops::Backend& be = cx.backend;
   const std::int64_t t = o.dim(0), heads = c.num_heads, d = c.head_dim;
   be.rope(o, positions, rope, true);  // V = K carries RoPE: undo it at the query position
-  const std::int64_t groups = c.o_groups, rank = c.o_lora_rank, group_in = heads * d / groups;
+  const std::int64_t groups = c.o_groups, rank = c.o_lora_rank;
   Tensor z = cx.act(Shape{t, groups * rank});
   const Tensor o_flat = o.reshape(Shape{t, heads * d});
-  for (std::int64_t g = 0; g < groups; ++g) {
-    Tensor z_g = z.narrow(1, g * rank, rank);
-    be.linear(o_flat.narrow(1, g * group_in, group_in), w.wo_a[static_cast<std::size_t>(g)], {}, z_g);
-  }
+  // Block-diagonal: group g reads o's columns [g·heads·d/groups, +heads·d/groups) and writes z's [g·rank, +rank).
+  be.linear_grouped(o_flat, w.wo_a, {}, z);
   be.linear(z, w.wo_b, cx.linear_options(w.wo_b), out);
 }
 

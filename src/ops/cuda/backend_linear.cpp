@@ -1,4 +1,5 @@
-// CUDA backend linear layers: picks the kernel for a GEMM (FP8 tensor cores for quantised weights
+// CUDA backend linear layers: picks the kernel for a GEMM (bf16 weights at decode: the skinny bf16
+// tensor-core kernel, also for the grouped projection in one launch; FP8 tensor cores for quantised weights
 // with FP8 act quant: the skinny register-fragment GEMM for few rows, cuBLASLt's block-scaled FP8
 // GEMM for many; the bf16 tensor-core kernel with in-tile dequantisation, split over K when the
 // output has too few tiles, which batch-invariant mode runs at every M; cuBLASLt on a bf16 copy of
@@ -118,6 +119,10 @@ void CudaBackend::gemm(const DevRows& x, const LinearWeight& w, int act_block, c
     DI_CUDA_CHECK_LAUNCH("linear (simt)");
     return;
   }
+  if (options_.bf16_skinny_linear && skinny_bf16_eligible(x, w, act_block)) {
+    gemm_skinny_bf16(x, std::span<const LinearWeight>(&w, 1), out);
+    return;
+  }
   // FP8 tensor cores: the act quant yields exactly the reference's e4m3 codes and power-of-two
   // scales, every product is exact, only the f32 summation order differs. Not in batch-invariant
   // mode: the skinny GEMM's K split and cuBLASLt's kernel choice depend on M.
@@ -126,7 +131,11 @@ void CudaBackend::gemm(const DevRows& x, const LinearWeight& w, int act_block, c
     // still wins on weights of <= 8M elements, cuBLASLt on larger ones.
     const std::int64_t skinny_rows = options_.skinny_max_rows;
     if (m <= skinny_rows || (m <= 4 * skinny_rows && n * k <= (std::int64_t{8} << 20))) {
-      gemm_skinny(x, w, act_block, out);
+      if (fp8_decode_eligible(x, w, act_block)) {
+        gemm_fp8_decode(x, w, act_block, out);
+      } else {
+        gemm_skinny(x, w, act_block, out);
+      }
       return;
     }
     if (options_.fp8_cublas && arch_->cublaslt_fp8_block_scales && w.format == WeightFormat::kFp8Block &&
@@ -199,6 +208,52 @@ void CudaBackend::gemm(const DevRows& x, const LinearWeight& w, int act_block, c
   }
 }
 
+void CudaBackend::linear_grouped(const Tensor& x, std::span<const LinearWeight> w, const LinearOptions& options,
+                                 Tensor& out) {
+  check_linear_grouped(x, w, out);
+  const LinearWeight& w0 = w.front();
+  const std::int64_t k = w0.in_features(), n = w0.out_features();
+  const auto groups = static_cast<std::int64_t>(w.size());
+  const DevRows xr = rows_of(x, groups * k, "linear_grouped x");
+  bool one_launch = groups <= kMaxLinearGroups && skinny_bf16_eligible(xr, w0, options.act_quant_block);
+  for (const LinearWeight& wg : w) {
+    cpu::validate_weight(wg);
+    check_on_device(wg.data, "linear_grouped weight");
+    one_launch = one_launch && reinterpret_cast<std::uintptr_t>(wg.data.raw_data()) % 16 == 0;
+  }
+  if (!one_launch) {  // the reference loop (each linear picks its own path)
+    Backend::linear_grouped(x, w, options, out);
+    return;
+  }
+  const DevRows orow = rows_of(out, groups * n, "linear_grouped out");
+  if (xr.rows == 0 || n == 0) return;
+  activate();
+  gemm_skinny_bf16(xr, w, orow);
+}
+
+// The skinny bf16 kernel reads x in place with 16-byte loads and streams the weight rows whole.
+bool CudaBackend::skinny_bf16_eligible(const DevRows& x, const LinearWeight& w, int act_block) const {
+  const std::int64_t rows = std::min<std::int64_t>(options_.bf16_skinny_max_rows, kSkinnyBf16MaxRows);
+  return !options_.batch_invariant && x.rows <= rows && w.format == WeightFormat::kBF16 && act_block <= 0 &&
+         x.bf16 && w.in_features() % 32 == 0 && reinterpret_cast<std::uintptr_t>(x.base) % 16 == 0 &&
+         x.stride % 8 == 0 && w.data.is_contiguous() && reinterpret_cast<std::uintptr_t>(w.data.raw_data()) % 16 == 0;
+}
+
+void CudaBackend::gemm_skinny_bf16(const DevRows& x, std::span<const LinearWeight> ws, const DevRows& out) {
+  SkinnyBf16Args args;
+  args.x = x;
+  args.n = ws.front().out_features();
+  args.k = ws.front().in_features();
+  args.groups = static_cast<int>(ws.size());
+  for (std::size_t g = 0; g < ws.size(); ++g) args.w[g] = ws[g].data.raw_data();
+  args.out = out.base;
+  args.ldo = out.stride;
+  args.out_bf16 = out.bf16;
+  args.splits = skinny_bf16_splits(args.n, args.k);
+  launch_skinny_bf16(args, options_.bf16_skinny_unroll, stream_);
+  DI_CUDA_CHECK_LAUNCH("linear (bf16 skinny)");
+}
+
 bool CudaBackend::fp8_eligible(const LinearWeight& w, int act_block) const {
   const std::int64_t k = w.in_features();
   const bool fp8 = w.format == WeightFormat::kFp8Block && w.block % 16 == 0;
@@ -236,6 +291,29 @@ void CudaBackend::gemm_skinny(const DevRows& x, const LinearWeight& w, int act_b
   args.out_bf16 = out.bf16;
   launch_skinny_gemm(dev_format(w.format), group, false, args, grid_y, 1, stream_);
   DI_CUDA_CHECK_LAUNCH("linear (fp8 skinny)");
+}
+
+// Few rows (options: 1) of bf16 x on an fp8-block weight: the act quant runs inside the GEMM's blocks
+// (one launch instead of two; the same codes and scales, the skinny GEMM's arithmetic).
+bool CudaBackend::fp8_decode_eligible(const DevRows& x, const LinearWeight& w, int act_block) const {
+  const std::int64_t k = x.width;
+  return x.rows <= std::min(options_.fp8_fused_max_rows, kFp8DecodeMaxRows) && x.bf16 && w.format == WeightFormat::kFp8Block &&
+         w.block % 64 == 0 && act_block % 64 == 0 && k % act_block == 0 && k <= kFp8DecodeMaxK &&
+         reinterpret_cast<std::uintptr_t>(x.base) % 16 == 0 && x.stride % 8 == 0 && w.data.is_contiguous();
+}
+
+void CudaBackend::gemm_fp8_decode(const DevRows& x, const LinearWeight& w, int act_block, const DevRows& out) {
+  Fp8DecodeArgs args;
+  args.x = x;
+  args.act_block = act_block;
+  args.n = out.width;
+  args.k = x.width;
+  args.w = dev_weight(w);
+  args.out = out.base;
+  args.ldo = out.stride;
+  args.out_bf16 = out.bf16;
+  launch_fp8_decode(args, options_.fp8_decode_unroll, stream_);
+  DI_CUDA_CHECK_LAUNCH("linear (fp8 decode, fused act quant)");
 }
 
 // Many rows: cuBLASLt's block-scaled FP8 GEMM (Hopper: 128x128 f32 weight-block scales, 128-element

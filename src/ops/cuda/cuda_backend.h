@@ -31,6 +31,21 @@ struct CudaBackendOptions {
   // Its K split stops where a warp would stream fewer than this many 512-K passes per work unit
   // (1: split for balance across SMs; more: fewer, longer units, each paying one item/table look-up).
   int moe_fp4_wide_passes = 1;
+  // linear_grouped on bf16 weights (no act quant) with bf16 activations up to this many rows (at most
+  // 32; 0 = off): one launch of the skinny bf16 tensor-core kernel reading the activations in place
+  // (the grouped wo_a: 2.4x faster than a loop of 8 GEMVs on the H200); above, or when off, the loop
+  // of linear(). bf16_skinny_linear: single linear() calls on bf16 weights take it too (measured slower
+  // than the GEMV / mma.sync paths for single weights, so off; tests turn it on). Ignored in
+  // batch-invariant mode. bf16_skinny_unroll: 32-K steps in flight per warp (0 = per row count).
+  int bf16_skinny_max_rows = 32;
+  bool bf16_skinny_linear = false;
+  int bf16_skinny_unroll = 0;
+  // Up to this many rows (at most 8; 0 = off) of bf16 activations on fp8-block weights (blocks of 64k,
+  // act block 64k): the skinny FP8 GEMM with the act quant fused into its blocks (one launch; the same
+  // codes and scales). Measured faster at 1 row only: every block re-quantises its rows.
+  // fp8_decode_unroll: 16-byte weight loads per row in flight (4 or 8).
+  int fp8_fused_max_rows = 1;
+  int fp8_decode_unroll = 4;
   // The same fp4 expert GEMM with its weights streamed through this many cp.async shared-memory
   // stages (4 or 6; 0 = the register-staged kernel above). Bit-identical to it for equal K splits;
   // measured slower (2026-11-30), so off by default.

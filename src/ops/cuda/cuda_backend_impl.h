@@ -60,6 +60,8 @@ class CudaBackend final : public Backend, public GraphBackend {
   void scale(const Tensor& a, float s, Tensor& out) override;
 
   void linear(const Tensor& x, const LinearWeight& w, const LinearOptions& options, Tensor& out) override;
+  void linear_grouped(const Tensor& x, std::span<const LinearWeight> w, const LinearOptions& options,
+                      Tensor& out) override;
 
   void rms_norm(const Tensor& x, const Tensor* weight, float eps, Tensor& out) override;
   void rope(Tensor& x, const Tensor& positions, const RopeTable& table, bool inverse) override;
@@ -159,6 +161,13 @@ class CudaBackend final : public Backend, public GraphBackend {
   // FP8 tensor-core paths for quantised weights with FP8 act quant (backend_linear.cpp).
   bool fp8_eligible(const LinearWeight& w, int act_block) const;
   void gemm_skinny(const DevRows& x, const LinearWeight& w, int act_block, const DevRows& out);
+  // bf16 weights at decode (backend_linear.cpp): the skinny bf16 tensor-core kernel over one or more
+  // weights of one shape (x holds their K ranges side by side, out their N ranges).
+  bool skinny_bf16_eligible(const DevRows& x, const LinearWeight& w, int act_block) const;
+  // FP8 decode with the act quant fused into the GEMM (up to 8 rows, fp8-block weights).
+  bool fp8_decode_eligible(const DevRows& x, const LinearWeight& w, int act_block) const;
+  void gemm_fp8_decode(const DevRows& x, const LinearWeight& w, int act_block, const DevRows& out);
+  void gemm_skinny_bf16(const DevRows& x, std::span<const LinearWeight> ws, const DevRows& out);
   bool gemm_cublas_fp8(const DevRows& x, const LinearWeight& w, const DevRows& out);
   const DevWeight* expert_table(std::span<const ExpertWeights> experts, int which, std::uint64_t key);
   // moe_experts for bf16 activations with fp8/fp4 experts and FP8 act quant: skinny FP8 tensor-core GEMMs.

@@ -21,6 +21,8 @@ using skinny::kSkinnyWarps;
 using skinny::mma_e4m3;
 using skinny::resident_blocks;
 using skinny::sum_splits_and_store;
+using skinny::weight_scale_raw;
+using skinny::weight_scale_value;
 
 // Weight block scales (ue8m0 bytes or f32) -> f32 [rows][ld], ld >= cols (padding zeroed).
 __global__ void weight_scale_f32_kernel(DevWeight w, std::int64_t rows, std::int64_t cols, float* out,
@@ -105,13 +107,6 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_gemm_kernel(SkinnyGe
   const std::int64_t sra = va ? (F == 2 ? ra / w.block : ra) * w.scale_ld : 0;
   const std::int64_t srb = vb ? (F == 2 ? rb / w.block : rb) * w.scale_ld : 0;
   const int sdiv = F == 2 ? w.block : 32;
-  auto scale_raw = [&](std::int64_t idx) -> std::uint32_t {
-    return w.scale_f32 ? __float_as_uint(__ldg(static_cast<const float*>(w.scale) + idx))
-                       : static_cast<std::uint32_t>(__ldg(static_cast<const std::uint8_t*>(w.scale) + idx));
-  };
-  auto scale_value = [&](std::uint32_t raw) {
-    return w.scale_f32 ? __uint_as_float(raw) : ue8m0_to_f32(static_cast<std::uint8_t>(raw));
-  };
   float acc[J][4] = {};
 
   for (std::int64_t s0 = s_begin; s0 < s_end; s0 += U) {
@@ -149,8 +144,8 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_gemm_kernel(SkinnyGe
 #pragma unroll
         for (int j = 0; j < J; ++j) xb[q][j] = *reinterpret_cast<const uint2*>(xp[j] + k0);
       }
-      rsa[q] = scale_raw(sra + k0 / sdiv);
-      rsb[q] = scale_raw(srb + k0 / sdiv);
+      rsa[q] = weight_scale_raw(w, sra + k0 / sdiv);
+      rsb[q] = weight_scale_raw(w, srb + k0 / sdiv);
       const std::int64_t xs_off = k0 / args.act_block * args.xs_ld;
 #pragma unroll
       for (int j = 0; j < J; ++j) {
@@ -173,7 +168,7 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_gemm_kernel(SkinnyGe
         a[1] = e2m1x4_to_e4m3x4(wbv[u][0]);
         a[3] = e2m1x4_to_e4m3x4(wbv[u][0] >> 16);
       }
-      const float sa = scale_value(rsa[u / P]), sb = scale_value(rsb[u / P]);
+      const float sa = weight_scale_value(w, rsa[u / P]), sb = weight_scale_value(w, rsb[u / P]);
 #pragma unroll
       for (int j = 0; j < J; ++j) {
         if (j * 8 >= mrows) break;

@@ -139,6 +139,47 @@ constexpr int kSkinnyRowsLarge = 32;
 // Dense: grid_y = ceil(m / group_rows); grouped: grid_y = max items, grid_z = weight sets.
 void launch_skinny_gemm(DevWeightFormat format, int group_rows, bool grouped, const SkinnyGemmArgs& args, int grid_y,
                         int grid_z, cudaStream_t stream);
+// Decode linears for bf16 weights on bf16 tensor cores (skinny_bf16_kernels.cu): out[row, g·n + c] =
+// Σ_k W_g[c, k] · x[row, g·k + k] for groups g (one group: a plain linear; several: the block-diagonal
+// grouped projection in one launch). x: bf16 rows read in place (base and row stride 16-byte aligned),
+// at most kSkinnyBf16MaxRows rows; K % 32 == 0; each W_g bf16 [n, k] contiguous and 16-byte aligned.
+constexpr int kSkinnyBf16MaxRows = 32;
+constexpr int kMaxLinearGroups = 16;
+struct SkinnyBf16Args {
+  DevRows x;
+  std::int64_t n = 0;  // output columns per group
+  std::int64_t k = 0;  // K per group
+  int groups = 1;
+  const void* w[kMaxLinearGroups] = {};
+  void* out = nullptr;
+  std::int64_t ldo = 0;
+  int out_bf16 = 0;
+  int splits = 1;  // K ranges per 16-row tile: skinny_bf16_splits(n, k)
+};
+// The K split of the bf16 skinny kernel for one [n, k] weight (a function of the shape only).
+int skinny_bf16_splits(std::int64_t n, std::int64_t k);
+// unroll: 32-K steps in flight per warp (the per-row-count default when <= 0).
+void launch_skinny_bf16(const SkinnyBf16Args& args, int unroll, cudaStream_t stream);
+// Dense FP8 decode linear with the act quant fused in (fp8_decode_kernels.cu): bf16 x (base and row
+// stride 16-byte aligned, K % act_block == 0, act_block and the weight block multiples of 64,
+// K <= kFp8DecodeMaxK), fp8-block weight; each block quantises its <= 8 rows into shared memory
+// (codes and scales bit-identical to launch_act_quant_codes) and runs the skinny GEMM's arithmetic.
+constexpr int kFp8DecodeMaxRows = 8;
+constexpr std::int64_t kFp8DecodeMaxK = 16384;
+struct Fp8DecodeArgs {
+  DevRows x;
+  int act_block = 128;
+  std::int64_t n = 0;
+  std::int64_t k = 0;
+  DevWeight w;
+  void* out = nullptr;
+  std::int64_t ldo = 0;
+  int out_bf16 = 0;
+  int splits = 1;  // set by launch_fp8_decode (one wave of blocks)
+};
+std::size_t fp8_decode_smem_bytes(std::int64_t k, int act_block);
+// unroll: 16-byte weight loads per row in flight per warp (4 or 8; <= 0 = 4).
+void launch_fp8_decode(const Fp8DecodeArgs& args, int unroll, cudaStream_t stream);
 // Grouped fp4 GEMM with 16-byte weight loads (moe_fp4_kernels.cu): ue8m0 weight scales whose rows
 // start 4-byte aligned, K % 128 == 0, act_block == 128; items of <= kSkinnyRowsMid rows. grid_y = max
 // items, grid_z = weight sets (the launch itself is one wave walking the active items).

@@ -1,5 +1,6 @@
 // Shared pieces of the skinny FP8 tensor-core GEMMs (dense: fp8_skinny_kernels.cu; grouped fp4
-// experts: moe_fp4_kernels.cu): the m16n8k32 e4m3 mma, the exact e2m1 -> e4m3 widening, the K-split
+// experts: moe_fp4_kernels.cu; decode: skinny_bf16_kernels.cu, fp8_decode_kernels.cu): the m16n8k32
+// e4m3 mma, the exact e2m1 -> e4m3 widening, streaming weight loads and block-scale reads, the K-split
 // reduction at the end of a block, and the one-wave occupancy query. sm_89+ instructions.
 #pragma once
 
@@ -36,6 +37,25 @@ __device__ __forceinline__ std::uint32_t e2m1x4_to_e4m3x4(std::uint32_t w) {
   const std::uint32_t mag = prmt(0x3c383000u, 0x4c484440u, w & 0x7777u);
   const std::uint32_t rep = prmt(0x00000080u, 0u, w & 0x8888u);
   return mag | ((rep << 1) & 0x80808080u);
+}
+
+// Weight bytes are read once: 16 bytes that bypass L1, so the activations (re-read by every warp) stay.
+__device__ __forceinline__ uint4 load_stream16(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+// A weight block scale as loaded (f32 bits or the ue8m0 byte), and its value: split so a pass can
+// issue every load before decoding any.
+__device__ __forceinline__ std::uint32_t weight_scale_raw(const DevWeight& w, std::int64_t idx) {
+  return w.scale_f32 ? __float_as_uint(__ldg(static_cast<const float*>(w.scale) + idx))
+                     : static_cast<std::uint32_t>(__ldg(static_cast<const std::uint8_t*>(w.scale) + idx));
+}
+__device__ __forceinline__ float weight_scale_value(const DevWeight& w, std::uint32_t raw) {
+  return w.scale_f32 ? __uint_as_float(raw) : ue8m0_to_f32(static_cast<std::uint8_t>(raw));
 }
 
 // The end of a skinny block: every warp parks its accumulators in `red`; the first split warp of each
