@@ -243,7 +243,7 @@ void bench_decode_linears(Backend& fast, Backend& previous, Backend& alt, Backen
         const auto reps = static_cast<int>(copies.size());
         auto body = [&] {
           for (const auto& set : copies) {
-            if (!loop) {
+            if (!loop && c.groups > 1) {
               b.linear_grouped(x, set, opt, y);
               continue;
             }

@@ -215,7 +215,9 @@ void CudaBackend::linear_grouped(const Tensor& x, std::span<const LinearWeight> 
   const std::int64_t k = w0.in_features(), n = w0.out_features();
   const auto groups = static_cast<std::int64_t>(w.size());
   const DevRows xr = rows_of(x, groups * k, "linear_grouped x");
-  bool one_launch = groups <= kMaxLinearGroups && skinny_bf16_eligible(xr, w0, options.act_quant_block);
+  // One group is a plain linear (whose own dispatch is faster on single weights, docs/PERFORMANCE.md).
+  bool one_launch =
+      groups >= 2 && groups <= kMaxLinearGroups && skinny_bf16_eligible(xr, w0, options.act_quant_block);
   for (const LinearWeight& wg : w) {
     cpu::validate_weight(wg);
     check_on_device(wg.data, "linear_grouped weight");
