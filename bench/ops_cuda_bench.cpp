@@ -4,7 +4,7 @@
 // Every time is the median of CUDA-graph replays (ops::cuda_time). Prints markdown tables.
 // usage: ops_cuda_bench [--quick | --attention (that section alone) | --gemm (ceilings, GEMMs, experts) |
 //                        --moe (ceilings, routed experts at decode sizes) | --moe-trace (experts, default vs
-//                        previous kernel, a 30 ms pause after each timing: for a kernel trace) |
+//                        the bulk-copy kernel, a 30 ms pause after each timing: for a kernel trace) |
 //                        --decode (ceilings, decode linears of 1..32 rows streamed from HBM)]
 #include <algorithm>
 #include <chrono>
@@ -295,10 +295,10 @@ void bench_experts(const std::vector<ExpertPath>& paths, const Roof& roof, const
   std::printf("## Routed experts: fp4 weights, 256 experts × [2048, 4096] (w1, w3) + [4096, 2048] (w2), top-6\n\n");
   std::printf("moe_experts(): FP8 act quant to codes, sort by expert on the device, grouped FP8 tensor-core GEMM "
               "for w1/w3 (fp4 widened to e4m3), SwiGLU + act quant to codes, w2, combine. Paths: 'default' = "
-              "this build's defaults (16-byte fp4 loads through a 6-stage cp.async pipeline); 'pipe 4' = 4 "
-              "stages; 'wide regs' = moe_fp4_pipe_stages 0 (the register-staged 16-byte kernel, the previous "
-              "default); '4-byte' = moe_fp4_wide off (the session-3 kernel); 'mma' = the batch-invariant "
-              "pipeline. Bytes = distinct experts touched × %.1f MB + activations. (weights generated in %.0f s)\n\n",
+              "this build's defaults (the register-staged 16-byte fp4 kernel); 'tma 2' / 'tma 4' = "
+              "moe_fp4_pipe_stages 2 / 4 (fp4 weights, scales and activations streamed by bulk copies through "
+              "2 stages of 512 K with two blocks per SM / 4 stages with one); '4-byte' = moe_fp4_wide off (the "
+              "session-3 kernel); 'mma' = the batch-invariant pipeline. Bytes = distinct experts touched × %.1f MB + activations. (weights generated in %.0f s)\n\n",
               expert_bytes / 1e6, setup_s);
   std::printf("| tokens | experts touched | path | time µs | TFLOP/s | GB/s | floor µs | floor/time | vs default |\n");
   std::printf("| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
@@ -499,14 +499,14 @@ int main(int argc, char** argv) {
       const bool trace = std::strcmp(argv[1], "--moe-trace") == 0;
       Roof roof;
       if (!trace) measure_roof(roof, *fast);
-      CudaBackendOptions four, regs;
+      CudaBackendOptions two, four;
+      two.moe_fp4_pipe_stages = 2;
       four.moe_fp4_pipe_stages = 4;
-      regs.moe_fp4_pipe_stages = 0;
-      auto pipe4 = make_cuda_backend(four);
-      auto wide_regs = make_cuda_backend(regs);
-      std::vector<ExpertPath> paths = {{"default", fast.get()}, {"wide regs", wide_regs.get()}};
+      auto tma2 = make_cuda_backend(two);
+      auto tma4 = make_cuda_backend(four);
+      std::vector<ExpertPath> paths = {{"default", fast.get()}, {"tma 2", tma2.get()}};
       if (!trace) {
-        paths.push_back({"pipe 4", pipe4.get()});
+        paths.push_back({"tma 4", tma4.get()});
         paths.push_back({"4-byte", narrow.get()});
       }
       bench_experts(paths, roof, trace ? std::vector<std::int64_t>{1, 8, 32, 128, 256}
@@ -534,8 +534,9 @@ int main(int argc, char** argv) {
     measure_roof(roof, *fast);
     bench_gemms({*fast, *invariant, *skinny, *fp8_lt, *bf16_lt}, roof, quick);
     if (argc <= 1 || std::strcmp(argv[1], "--gemm") != 0) bench_attention(*fast, roof);
-    bench_experts({{"default", fast.get()}, {"4-byte", narrow.get()}, {"mma", invariant.get()}}, roof,
-                  quick ? std::vector<std::int64_t>{1, 256} : std::vector<std::int64_t>{1, 4, 8, 32, 64, 256, 1024, 4096},
+    const std::vector<std::int64_t> expert_tokens =
+        quick ? std::vector<std::int64_t>{1, 256} : std::vector<std::int64_t>{1, 4, 8, 32, 64, 256, 1024, 4096};
+    bench_experts({{"default", fast.get()}, {"4-byte", narrow.get()}, {"mma", invariant.get()}}, roof, expert_tokens,
                   false);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ops_cuda_bench: %s\n", e.what());

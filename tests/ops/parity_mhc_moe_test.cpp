@@ -142,7 +142,8 @@ TEST(CudaParity, MoeExpertsPlacePairsWhenExpertsOutnumberSortThreads) {
   std::vector<ExpertWeights> cpu_experts, gpu_experts;
   for (int e = 0; e < n_exp; ++e) {
     const auto seed = static_cast<std::uint32_t>(7 * e + 5);
-    ExpertWeights ew{expert_weight(ExpertFmt::kFp8, inter, dim, seed), expert_weight(ExpertFmt::kFp8, inter, dim, seed + 1),
+    ExpertWeights ew{expert_weight(ExpertFmt::kFp8, inter, dim, seed),
+                     expert_weight(ExpertFmt::kFp8, inter, dim, seed + 1),
                      expert_weight(ExpertFmt::kFp8, dim, inter, seed + 2)};
     gpu_experts.push_back({to_gpu(ew.w1), to_gpu(ew.w3), to_gpu(ew.w2)});
     cpu_experts.push_back(std::move(ew));
@@ -163,56 +164,65 @@ TEST(CudaParity, MoeExpertsPlacePairsWhenExpertsOutnumberSortThreads) {
   }
 }
 
-// fp4 experts with dims % 128 == 0 and act block 128: the 16-byte-load grouped GEMM through the
-// cp.async pipeline (6 stages: the default; 4 stages), the register-staged kernel it replaces (items of
-// 8 rows at T = 1, 5; of 16 at T = 12, 40; T = 120 has > 16 rows per expert and takes the 4-byte
-// kernel) and the 4-byte-load kernel all match the CPU, and each repeats its bits exactly. The shapes
-// cover K split across warps (w1/w3 at small T), fewer K chunks than pipeline stages (w2: K = 384),
-// several work units per block and items of fewer rows than their tile.
+// fp4 experts with dims % 128 == 0 and act block 128: the 16-byte-load grouped GEMM streamed by bulk
+// copies where K % 512 == 0 (4 stages: the default; 3; 2 with two blocks per SM), the register-staged
+// kernel (items of 8 rows at few rows per expert, 16 up to 16; more rows per expert take the 4-byte
+// kernel) and the 4-byte-load kernel all match the CPU, and each repeats its bits exactly. 16 experts of
+// [384, 2048]: K split across warps (w1/w3 at small T; w2 with K = 384 falls back to the register-staged
+// kernel); 64 experts of [512, 1024]: several work units per block and units shorter than the pipeline
+// (w2: one stage each), items of 8 and 16 rows.
 TEST(CudaParity, MoeFp4ExpertsMatchCpuThroughTheWideLoadGemm) {
   DEEPINFER_REQUIRE_GPU();
-  const int n_exp = 16, k = 6;
-  const std::int64_t dim = 2048, inter = 384;  // w1/w3: K split across warps; w2: one split
-  std::vector<ExpertWeights> cpu_experts, gpu_experts;
-  for (int e = 0; e < n_exp; ++e) {
-    const auto seed = static_cast<std::uint32_t>(300 * e);
-    ExpertWeights ew{expert_weight(ExpertFmt::kFp4, inter, dim, seed), expert_weight(ExpertFmt::kFp4, inter, dim, seed + 1),
-                     expert_weight(ExpertFmt::kFp4, dim, inter, seed + 2)};
-    gpu_experts.push_back({to_gpu(ew.w1), to_gpu(ew.w3), to_gpu(ew.w2)});
-    cpu_experts.push_back(std::move(ew));
-  }
   struct Path {
     const char* name;
     std::unique_ptr<Backend> backend;
   };
   std::vector<Path> paths;
-  for (int stages : {6, 4, 0}) {
+  for (int stages : {4, 3, 2, 0}) {
     CudaBackendOptions o;
     o.moe_fp4_wide = true;
     o.moe_fp4_pipe_stages = stages;
-    paths.push_back({stages == 6 ? "pipe 6" : (stages == 4 ? "pipe 4" : "wide regs"), make_cuda_backend(o)});
+    static const char* const names[] = {"wide regs", "", "tma 2", "tma 3", "tma 4"};
+    paths.push_back({names[stages], make_cuda_backend(o)});
   }
   CudaBackendOptions narrow_options;
   narrow_options.moe_fp4_wide = false;
   paths.push_back({"4-byte", make_cuda_backend(narrow_options)});
+  const int k = 6;
   const MoeOptions options{10.0f, 128, DType::kBF16};
-  for (std::int64_t t : {1, 5, 12, 40, 120}) {
-    const Tensor x = random_tensor({t, dim}, 91, 1.0f, DType::kBF16);
-    const Tensor id_t = i32_tensor({t, k}, skewed_expert_ids(t, k, n_exp));
-    const Tensor wts = random_tensor({t, k}, 93, 0.3f);
-    Tensor want = Tensor::empty({t, dim}, DType::kF32);
-    backend().moe_experts(x, id_t, wts, cpu_experts, options, want);
-    for (const Path& path : paths) {
-      Backend* b = path.backend.get();
-      SCOPED_TRACE(testing::Message() << "T=" << t << " path " << path.name);
-      const Tensor gx = to_gpu(x, *b), gid = to_gpu(id_t, *b), gw = to_gpu(wts, *b);
-      Tensor got = poisoned({t, dim}, DType::kF32, *b);
-      b->moe_experts(gx, gid, gw, gpu_experts, options, got);
-      expect_parity(got, want, kTolBf16, *b);
-      Tensor again = poisoned({t, dim}, DType::kF32, *b);
-      b->moe_experts(gx, gid, gw, gpu_experts, options, again);
-      const Tensor h1 = to_host(got, *b), h2 = to_host(again, *b);
-      EXPECT_EQ(std::memcmp(h1.raw_data(), h2.raw_data(), static_cast<std::size_t>(h1.nbytes())), 0);
+  struct Shape3 {
+    int n_exp;
+    std::int64_t dim, inter;
+    std::vector<std::int64_t> tokens;
+  };
+  for (const Shape3& shape : {Shape3{16, 2048, 384, {1, 5, 12, 40, 120}}, Shape3{64, 1024, 512, {1, 40, 100}}}) {
+    std::vector<ExpertWeights> cpu_experts, gpu_experts;
+    for (int e = 0; e < shape.n_exp; ++e) {
+      const auto seed = static_cast<std::uint32_t>(300 * e + shape.n_exp);
+      ExpertWeights ew{expert_weight(ExpertFmt::kFp4, shape.inter, shape.dim, seed),
+                       expert_weight(ExpertFmt::kFp4, shape.inter, shape.dim, seed + 1),
+                       expert_weight(ExpertFmt::kFp4, shape.dim, shape.inter, seed + 2)};
+      gpu_experts.push_back({to_gpu(ew.w1), to_gpu(ew.w3), to_gpu(ew.w2)});
+      cpu_experts.push_back(std::move(ew));
+    }
+    for (std::int64_t t : shape.tokens) {
+      const Tensor x = random_tensor({t, shape.dim}, 91, 1.0f, DType::kBF16);
+      const Tensor id_t = i32_tensor({t, k}, skewed_expert_ids(t, k, shape.n_exp));
+      const Tensor wts = random_tensor({t, k}, 93, 0.3f);
+      Tensor want = Tensor::empty({t, shape.dim}, DType::kF32);
+      backend().moe_experts(x, id_t, wts, cpu_experts, options, want);
+      for (const Path& path : paths) {
+        Backend* b = path.backend.get();
+        SCOPED_TRACE(testing::Message() << shape.n_exp << " experts, T=" << t << " path " << path.name);
+        const Tensor gx = to_gpu(x, *b), gid = to_gpu(id_t, *b), gw = to_gpu(wts, *b);
+        Tensor got = poisoned({t, shape.dim}, DType::kF32, *b);
+        b->moe_experts(gx, gid, gw, gpu_experts, options, got);
+        expect_parity(got, want, kTolBf16, *b);
+        Tensor again = poisoned({t, shape.dim}, DType::kF32, *b);
+        b->moe_experts(gx, gid, gw, gpu_experts, options, again);
+        const Tensor h1 = to_host(got, *b), h2 = to_host(again, *b);
+        EXPECT_EQ(std::memcmp(h1.raw_data(), h2.raw_data(), static_cast<std::size_t>(h1.nbytes())), 0);
+      }
     }
   }
 }

@@ -327,9 +327,13 @@ void CudaBackend::moe_experts_skinny(const DevRows& x, const std::int32_t* ids, 
            reinterpret_cast<std::uintptr_t>(lw.scale.raw_data()) % 4 == 0;
   };
   bool wide1 = wide, wide2 = wide;
+  // The bulk-copy (TMA) form of the wide kernel where its alignment holds for every expert.
+  bool tma1 = options_.moe_fp4_pipe_stages > 0, tma2 = tma1;
   for (const ExpertWeights& ew : experts) {
     wide1 = wide1 && wide_ok(ew.w1) && wide_ok(ew.w3);
     wide2 = wide2 && wide_ok(ew.w2);
+    tma1 = tma1 && skinny_fp4_tma_fits(dim, dev_weight(ew.w1)) && skinny_fp4_tma_fits(dim, dev_weight(ew.w3));
+    tma2 = tma2 && skinny_fp4_tma_fits(inter, dev_weight(ew.w2));
   }
   const int group = rows_per_expert <= kSkinnyRowsSmall / ((wide1 || wide2) ? 2 : 1)
                         ? kSkinnyRowsSmall
@@ -384,8 +388,8 @@ void CudaBackend::moe_experts_skinny(const DevRows& x, const std::int32_t* ids, 
   g.out[1] = up;
   g.ldo = inter;
   if (wide1) {
-    if (options_.moe_fp4_pipe_stages > 0) {
-      launch_skinny_fp4_pipe(group, options_.moe_fp4_pipe_stages, g, grid_y, 2, stream_);
+    if (tma1) {
+      launch_skinny_fp4_tma(group, options_.moe_fp4_pipe_stages, g, grid_y, 2, stream_);
     } else {
       launch_skinny_fp4_wide(group, g, grid_y, 2, stream_);
     }
@@ -417,8 +421,8 @@ void CudaBackend::moe_experts_skinny(const DevRows& x, const std::int32_t* ids, 
   g2.out[1] = nullptr;
   g2.ldo = dim;
   if (wide2) {
-    if (options_.moe_fp4_pipe_stages > 0) {
-      launch_skinny_fp4_pipe(group, options_.moe_fp4_pipe_stages, g2, grid_y, 1, stream_);
+    if (tma2) {
+      launch_skinny_fp4_tma(group, options_.moe_fp4_pipe_stages, g2, grid_y, 1, stream_);
     } else {
       launch_skinny_fp4_wide(group, g2, grid_y, 1, stream_);
     }

@@ -46,9 +46,11 @@ struct CudaBackendOptions {
   // fp8_decode_unroll: 16-byte weight loads per row in flight (4 or 8).
   int fp8_fused_max_rows = 1;
   int fp8_decode_unroll = 4;
-  // The same fp4 expert GEMM with its weights streamed through this many cp.async shared-memory
-  // stages (4 or 6; 0 = the register-staged kernel above). Bit-identical to it for equal K splits;
-  // measured slower (2026-11-30), so off by default.
+  // The same fp4 expert GEMM with weights, scales and activations streamed by bulk copies (TMA)
+  // through this many shared-memory stages of 512 K (2, 3 or 4; 0 = the register-staged kernel above),
+  // where K % 512 == 0 and scale rows are 16-byte aligned. Bit-identical to it for equal K splits;
+  // measured 5-60% slower (docs/PERFORMANCE.md, 2026-11-30: the per-step math, not the loads, limits
+  // both), so off by default.
   int moe_fp4_pipe_stages = 0;
   // Prefill: fp4 experts with at least this many rows per expert on average (0 = off) go through the
   // grouped GEMM that widens each weight tile to bf16 once per 128-row item (moe_prefill_kernels.cu);

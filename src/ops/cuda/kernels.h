@@ -185,10 +185,12 @@ void launch_fp8_decode(const Fp8DecodeArgs& args, int unroll, cudaStream_t strea
 // items, grid_z = weight sets (the launch itself is one wave walking the active items).
 constexpr int kSkinnyRowsMid = 16;
 void launch_skinny_fp4_wide(int group_rows, const SkinnyGemmArgs& args, int grid_y, int grid_z, cudaStream_t stream);
-// The same grouped fp4 GEMM (same arguments and requirements) with the weights streamed through a
-// `stages`-deep cp.async shared-memory pipeline (4 or 6; moe_fp4_kernels.cu).
-void launch_skinny_fp4_pipe(int group_rows, int stages, const SkinnyGemmArgs& args, int grid_y, int grid_z,
-                            cudaStream_t stream);
+// The same grouped fp4 GEMM (same arguments) with weights, scales and activations streamed by bulk
+// copies (TMA) through `stages` (2, 3 or 4) shared-memory stages of 512 K (moe_fp4_kernels.cu); it also
+// needs K % 512 == 0 and 16-byte aligned scale rows: skinny_fp4_tma_fits(K, any expert's weight).
+bool skinny_fp4_tma_fits(std::int64_t k, const DevWeight& w);
+void launch_skinny_fp4_tma(int group_rows, int stages, const SkinnyGemmArgs& args, int grid_y, int grid_z,
+                           cudaStream_t stream);
 
 // ---- attention ------------------------------------------------------------------------------------
 constexpr int kMaxAttnSources = 4;

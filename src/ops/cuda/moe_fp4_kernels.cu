@@ -157,121 +157,138 @@ void launch_fp4_wide_config(const SkinnyGemmArgs& args, int grid_y, int grid_z, 
   kernel<<<grid, kSkinnyWarps * 32, 0, stream>>>(a, grid_z, tile_blocks(a.splits));
 }
 
-// ---- grouped fp4 GEMM, weights streamed through a cp.async pipeline ----------------------------------
-// The wide kernel above holds its loads in registers (4 KB per warp) and idles the memory pipe while a
-// warp converts and multiplies. Here a block streams a flattened sequence of (work unit, 128-K chunk)
-// iterations through S shared-memory stages filled by cp.async, S - 1 iterations ahead, across unit
-// boundaries: a stage holds each warp's 16 weight rows x 128 K (fp4, in the same 80-byte transpose slots
-// as above), their ue8m0 scale words, and per K split the chunk of activation codes + scales of the
-// item's rows. The math per 32-K step (fragments, scales, accumulation order) is the wide kernel's, so
-// with the same K split the results are bit-identical; work units are the same {item, weight set, tile
-// block} walked by one wave of blocks.
+// ---- grouped fp4 GEMM, weights streamed by bulk copies (TMA) ---------------------------------------
+// The kernel above keeps 4 KB per warp in flight as 64-byte row pieces through the load units (~1.45
+// TB/s); a first cp.async ring of 64-byte pieces (2026-11-30) was slower still. Here a block streams a
+// flattened sequence of (work unit, 512-K stage) iterations through S shared-memory stages filled
+// S - 1 iterations ahead, across unit boundaries, by the bulk-copy engine: per stage one 256-byte copy
+// per weight row (its 4 chunks contiguous), one 16-byte copy of the row's four ue8m0 scale words, one
+// 512-byte copy per activation row and K split; all complete on the stage's mbarrier (activation
+// scales: 4-byte cp.async). The math per 32-K step (fragments, scales, accumulation order, K split
+// summed in split order) is the wide kernel's, so with the same K split the results are bit-identical.
+// Requirements beyond the wide kernel's: K % 512 == 0, scale rows 16-byte aligned. Measured (H200,
+// 2026-11-30) 5-15% slower than the wide kernel with 2 stages and two blocks per SM, 30-65% slower with
+// 3-4 stages and one: what bounds both is the per-step math (fp4 -> e4m3, scales, mma) of 16 warps per
+// SM, not the bytes in flight; kept as an option (CudaBackendOptions::moe_fp4_pipe_stages) for that work.
 namespace pipe {
 
-constexpr int kWarpRowBytes = 2 * 8 * kWideRowBytes;            // one warp's 16 rows of a chunk
-constexpr int kWeightBytes = kSkinnyWarps * kWarpRowBytes;        // 10240
-constexpr int kScaleBytes = kSkinnyWarps * 16 * 4;                // 512
-constexpr int kXRowBytes = 160;  // 128 B of codes + 32 B: conflict-free 8-byte fragment reads
-constexpr int kMinChunksPerSplit = 4;
+constexpr int kChunks = 4;                                    // 128-K chunks per stage
+constexpr int kRowSlot = kChunks * 64 + 16;                   // one weight row of a stage + conflict pad
+constexpr int kWeightBytes = kSkinnyWarps * 16 * kRowSlot;    // 34816
+constexpr int kScaleBytes = kSkinnyWarps * 16 * 16;           // 2048
+constexpr int kXRowSlot = kChunks * 128 + 32;                 // one activation row + conflict pad
 
 __host__ __device__ constexpr int stage_bytes(int j_tiles, int splits) {
-  return kWeightBytes + kScaleBytes + splits * j_tiles * 8 * (kXRowBytes + 4);
+  return kWeightBytes + kScaleBytes + splits * j_tiles * 8 * (kXRowSlot + kChunks * 4);
 }
 
-__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(dst)), "l"(src));
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, int bytes, std::uint32_t bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                   smem_u32(dst)),
+               "l"(src), "r"(bytes), "r"(bar)
+               : "memory");
 }
 __device__ __forceinline__ void cp_async4(void* dst, const void* src) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_u32(dst)), "l"(src));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_u32(dst)), "l"(src) : "memory");
+}
+__device__ __forceinline__ void mbar_init(std::uint32_t bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(std::uint32_t bar, int bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(std::uint32_t bar, int parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      "@!p bra WAIT;\n"
+      "}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
 }
 
-// One work unit as a warp sees it: the weight rows (clamped to row 0 past n, as above), its scale rows,
-// the item's rows and, for the activation loads, the source rows this lane copies.
-template <int J>
+// What a lane copies for one work unit: weight row (lanes 0-15) or scale row (lanes 16-31) n0 + lane % 16
+// (clamped to row 0 past n), and activation row lane % 8J of the item (rows past the item's: its first).
 struct Unit {
-  const std::uint8_t* wa = nullptr;
-  const std::uint8_t* wb = nullptr;
-  const std::uint8_t* sc = nullptr;  // scale row of weight row n0 + (lane % 16)
-  std::int64_t ra = 0, rb = 0, row0 = 0;
-  int z = 0, mrows = 0;
-  std::int64_t xrow[J * 2] = {};  // activation rows of pieces lane + 32 m (m < 2J)
-  std::int64_t srow = 0;          // activation row `lane` (lane < 8J) for the act scales
+  const std::uint8_t* src = nullptr;  // weight or scale row
+  std::int64_t act_row = 0;
 };
 
 template <int J>
-__device__ __forceinline__ Unit<J> decode_unit(const SkinnyGemmArgs& args, std::int64_t v, int grid_z,
-                                               std::int64_t tile_blocks, int splits) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tig = lane % 4;
-  Unit<J> u;
+__device__ __forceinline__ Unit decode_unit(const SkinnyGemmArgs& args, std::int64_t v, int grid_z,
+                                            std::int64_t tile_blocks, int splits) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const std::int64_t tb = v % tile_blocks;
-  u.z = static_cast<int>(v / tile_blocks % grid_z);
+  const int z = static_cast<int>(v / tile_blocks % grid_z);
   const int4 item = __ldg(args.items + v / tile_blocks / grid_z);
-  const DevWeight w = args.tables[u.z][item.x];
-  u.row0 = item.y;
-  u.mrows = item.z;
-  const std::int64_t n0 = (tb * (kSkinnyWarps / splits) + warp / splits) * 16;
-  u.ra = n0 + g;
-  u.rb = n0 + g + 8;
-  const std::int64_t row_bytes = args.k / 2;
-  const auto* data = static_cast<const std::uint8_t*>(w.data);
-  u.wa = data + (u.ra < args.n ? u.ra : 0) * row_bytes + tig * 16;
-  u.wb = data + (u.rb < args.n ? u.rb : 0) * row_bytes + tig * 16;
-  const std::int64_t rs = n0 + lane % 16;
-  u.sc = static_cast<const std::uint8_t*>(w.scale) + (rs < args.n ? rs : 0) * w.scale_ld;
-  auto act_row = [&](int c) -> std::int64_t {
-    if (c >= u.mrows) c = 0;
-    return args.x_rows ? __ldg(args.x_rows + u.row0 + c) : u.row0 + c;
-  };
-#pragma unroll
-  for (int m = 0; m < 2 * J; ++m) u.xrow[m] = act_row((lane + 32 * m) / 8);
-  u.srow = act_row(lane < 8 * J ? lane : 0);
+  const DevWeight w = args.tables[z][item.x];
+  std::int64_t row = (tb * (kSkinnyWarps / splits) + warp / splits) * 16 + lane % 16;
+  if (row >= args.n) row = 0;
+  Unit u;
+  u.src = lane < 16 ? static_cast<const std::uint8_t*>(w.data) + row * (args.k / 2)
+                    : static_cast<const std::uint8_t*>(w.scale) + row * w.scale_ld;
+  int c = lane % (8 * J);
+  if (c >= item.z) c = 0;
+  u.act_row = args.x_rows ? __ldg(args.x_rows + item.y + c) : item.y + c;
   return u;
 }
 
 template <int J, int S>
-__global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_fp4_pipe_kernel(SkinnyGemmArgs args, int grid_z,
+__global__ void __launch_bounds__(kSkinnyWarps * 32, 1) skinny_fp4_tma_kernel(SkinnyGemmArgs args, int grid_z,
                                                                              std::int64_t tile_blocks) {
-  extern __shared__ __align__(16) std::uint8_t smem[];
+  extern __shared__ __align__(128) std::uint8_t smem[];
   __shared__ float red[kSkinnyWarps][J * 4][32];
+  __shared__ __align__(8) std::uint64_t bars[S];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, tig = lane % 4;
   const int splits = args.splits, split = warp % splits;
   const int xrows = 8 * J;
   const int st_bytes = stage_bytes(J, splits);
-  const int x_off = kWeightBytes + kScaleBytes, xs_off = x_off + splits * xrows * kXRowBytes;
-  const std::int64_t chunks = args.k / 128;
-  const int per = static_cast<int>((chunks + splits - 1) / splits);
+  const int x_off = kWeightBytes + kScaleBytes, xs_off = x_off + splits * xrows * kXRowSlot;
+  const int chunks = static_cast<int>(args.k / 128);
+  const int per = chunks / splits;       // chunks per split (a multiple of kChunks)
+  const int per_it = per / kChunks;      // iterations per unit
   const std::int64_t active = static_cast<std::int64_t>(*args.item_count) * grid_z * tile_blocks;
-  const std::int64_t mine = active > blockIdx.x ? (active - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
-  const std::int64_t total = mine * per;
+  const int mine = active > blockIdx.x ? static_cast<int>((active - blockIdx.x + gridDim.x - 1) / gridDim.x) : 0;
+  const int total = mine * per_it;
+  const int stage_tx = kSkinnyWarps * 16 * (kChunks * 64 + 16) + splits * xrows * kChunks * 128;
+  // Thread 0 arms a stage's mbarrier (the expected bytes, its one arrival) before the barrier that
+  // precedes the stage's copies, so no copy can complete on a phase that is not armed yet.
+  if (threadIdx.x == 0) {
+    for (int b = 0; b < S; ++b) mbar_init(smem_u32(&bars[b]), 1);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    for (int it = 0; it < S - 1 && it < total; ++it) mbar_expect_tx(smem_u32(&bars[it]), stage_tx);
+  }
+  __syncthreads();
 
-  // Producer: copies iteration `it` into stage it % S (one commit group per iteration, empty past the end).
-  Unit<J> lu;
-  std::int64_t lu_v = -1;
-  auto issue = [&](std::int64_t it) {
+  Unit lu;
+  int lu_u = -1;
+  // Producer: iteration `it` into stage it % S (one cp.async group per iteration, empty past the end).
+  auto produce = [&](int it) {
     if (it < total) {
-      const std::int64_t v = blockIdx.x + it / per * gridDim.x;
-      if (v != lu_v) {
-        lu = decode_unit<J>(args, v, grid_z, tile_blocks, splits);
-        lu_v = v;
+      const int u = it / per_it;
+      if (u != lu_u) {
+        lu = decode_unit<J>(args, blockIdx.x + static_cast<std::int64_t>(u) * gridDim.x, grid_z, tile_blocks, splits);
+        lu_u = u;
       }
-      const std::int64_t c = static_cast<std::int64_t>(split) * per + it % per;
-      if (c < chunks) {
-        std::uint8_t* st = smem + (it % S) * st_bytes;
-        std::uint8_t* sw = st + warp * kWarpRowBytes + g * kWideRowBytes + tig * 16;
-        cp_async16(sw, lu.wa + c * 64);
-        cp_async16(sw + 8 * kWideRowBytes, lu.wb + c * 64);
-        if (lane < 16) cp_async4(st + kWeightBytes + (warp * 16 + lane) * 4, lu.sc + c * 4);
-        if (warp < splits) {  // the first tile's warps load their split's activation chunk for all tiles
-          std::uint8_t* sx = st + x_off + split * xrows * kXRowBytes;
-#pragma unroll
-          for (int m = 0; m < 2 * J; ++m) {
-            const int idx = lane + 32 * m, r = idx / 8, piece = idx % 8;
-            cp_async16(sx + r * kXRowBytes + piece * 16, args.x + lu.xrow[m] * args.ldx + c * 128 + piece * 16);
-          }
-          if (lane < xrows)
-            cp_async4(st + xs_off + (split * xrows + lane) * 4,
-                      args.xs + c * 128 / args.act_block * args.xs_ld + lu.srow);
+      const std::int64_t c0 = static_cast<std::int64_t>(split) * per + (it - u * per_it) * kChunks;
+      std::uint8_t* st = smem + (it % S) * st_bytes;
+      const std::uint32_t bar = smem_u32(&bars[it % S]);
+      if (lane < 16) {
+        bulk_copy(st + (warp * 16 + lane) * kRowSlot, lu.src + c0 * 64, kChunks * 64, bar);
+      } else {
+        bulk_copy(st + kWeightBytes + (warp * 16 + lane - 16) * 16, lu.src + c0 * 4, 16, bar);
+      }
+      if (warp < splits) {  // the first tile's warps copy their split's activations for all tiles
+        if (lane < xrows)
+          bulk_copy(st + x_off + (split * xrows + lane) * kXRowSlot, args.x + lu.act_row * args.ldx + c0 * 128,
+                    kChunks * 128, bar);
+        for (int idx = lane; idx < kChunks * xrows; idx += 32) {
+          const int q = idx / xrows;
+          cp_async4(st + xs_off + ((split * kChunks + q) * xrows + idx % xrows) * 4,
+                    args.xs + (c0 + q) * 128 / args.act_block * args.xs_ld + lu.act_row);
         }
       }
     }
@@ -279,17 +296,19 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_fp4_pipe_kernel(Skin
   };
 
 #pragma unroll
-  for (int s = 0; s < S - 1; ++s) issue(s);
+  for (int s = 0; s < S - 1; ++s) produce(s);
   float acc[J][4] = {};
   std::int64_t ra = 0, rb = 0, row0 = 0;
   int z = 0, mrows = 0;
-  for (std::int64_t it = 0; it < total; ++it) {
+  for (int it = 0; it < total; ++it) {
     cp_async_wait_group<S - 2>();
-    __syncthreads();  // stage it landed for every thread; stage it - 1 is free for the refill below
-    issue(it + S - 1);
-    const int ci = static_cast<int>(it % per);
+    // Stage it - 1's phase completed (thread 0 waited on it), so its buffer's next phase can be armed.
+    if (threadIdx.x == 0 && it + S - 1 < total) mbar_expect_tx(smem_u32(&bars[(it + S - 1) % S]), stage_tx);
+    __syncthreads();  // stage it's act scales landed; stage it - 1 is free for the refill below
+    produce(it + S - 1);
+    const int u = it / per_it, ci = it - u * per_it;
     if (ci == 0) {
-      const std::int64_t v = blockIdx.x + it / per * gridDim.x;
+      const std::int64_t v = blockIdx.x + static_cast<std::int64_t>(u) * gridDim.x;
       const int4 item = __ldg(args.items + v / tile_blocks / grid_z);
       z = static_cast<int>(v / tile_blocks % grid_z);
       row0 = item.y;
@@ -297,31 +316,34 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_fp4_pipe_kernel(Skin
       ra = (v % tile_blocks * (kSkinnyWarps / splits) + warp / splits) * 16 + g;
       rb = ra + 8;
     }
-    if (static_cast<std::int64_t>(split) * per + ci < chunks) {
-      const std::uint8_t* st = smem + (it % S) * st_bytes;
-      const std::uint8_t* sw = st + warp * kWarpRowBytes + g * kWideRowBytes + tig * 4;
-      const auto* scw = reinterpret_cast<const std::uint32_t*>(st + kWeightBytes) + warp * 16;
-      const std::uint32_t rsa = scw[g], rsb = scw[g + 8];
-      const std::uint8_t* sx = st + x_off + split * xrows * kXRowBytes + g * kXRowBytes + tig * 8;
-      const float* sxs = reinterpret_cast<const float*>(st + xs_off) + split * xrows + tig * 2;
+    const std::uint8_t* st = smem + (it % S) * st_bytes;
+    const std::uint8_t* wa = st + (warp * 16 + g) * kRowSlot + tig * 4;
+    const std::uint8_t* sx = st + x_off + (split * xrows + g) * kXRowSlot + tig * 8;
+    const float* sxs = reinterpret_cast<const float*>(st + xs_off) + split * kChunks * xrows + tig * 2;
+    mbar_wait(smem_u32(&bars[it % S]), (it / S) & 1);  // stage it's bulk copies landed
+    const uint4 sca = *reinterpret_cast<const uint4*>(st + kWeightBytes + (warp * 16 + g) * 16);
+    const uint4 scb = *reinterpret_cast<const uint4*>(st + kWeightBytes + (warp * 16 + g + 8) * 16);
+    const std::uint32_t rsa[kChunks] = {sca.x, sca.y, sca.z, sca.w}, rsb[kChunks] = {scb.x, scb.y, scb.z, scb.w};
+#pragma unroll
+    for (int q = 0; q < kChunks; ++q) {
       float xsv[J][2];
 #pragma unroll
       for (int j = 0; j < J; ++j) {
-        xsv[j][0] = sxs[j * 8];
-        xsv[j][1] = sxs[j * 8 + 1];
+        xsv[j][0] = sxs[q * xrows + j * 8];
+        xsv[j][1] = sxs[q * xrows + j * 8 + 1];
       }
 #pragma unroll
       for (int s = 0; s < 4; ++s) {
-        const std::uint32_t ua = *reinterpret_cast<const std::uint32_t*>(sw + s * 16);
-        const std::uint32_t ub = *reinterpret_cast<const std::uint32_t*>(sw + 8 * kWideRowBytes + s * 16);
+        const std::uint32_t ua = *reinterpret_cast<const std::uint32_t*>(wa + q * 64 + s * 16);
+        const std::uint32_t ub = *reinterpret_cast<const std::uint32_t*>(wa + 8 * kRowSlot + q * 64 + s * 16);
         const std::uint32_t a[4] = {e2m1x4_to_e4m3x4(ua), e2m1x4_to_e4m3x4(ub), e2m1x4_to_e4m3x4(ua >> 16),
                                     e2m1x4_to_e4m3x4(ub >> 16)};
-        const float sa = ue8m0_to_f32(static_cast<std::uint8_t>(rsa >> (8 * s)));
-        const float sb = ue8m0_to_f32(static_cast<std::uint8_t>(rsb >> (8 * s)));
+        const float sa = ue8m0_to_f32(static_cast<std::uint8_t>(rsa[q] >> (8 * s)));
+        const float sb = ue8m0_to_f32(static_cast<std::uint8_t>(rsb[q] >> (8 * s)));
 #pragma unroll
         for (int j = 0; j < J; ++j) {
           if (j * 8 >= mrows) break;
-          const uint2 xb = *reinterpret_cast<const uint2*>(sx + j * 8 * kXRowBytes + s * 32);
+          const uint2 xb = *reinterpret_cast<const uint2*>(sx + j * 8 * kXRowSlot + q * 128 + s * 32);
           float cc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
           mma_e4m3(cc, a, xb.x, xb.y);
           const float x0 = xsv[j][0], x1 = xsv[j][1];
@@ -332,7 +354,7 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_fp4_pipe_kernel(Skin
         }
       }
     }
-    if (ci == per - 1) {
+    if (ci == per_it - 1) {
       // red is rewritten at the next unit's end, after at least one more barrier above.
       sum_splits_and_store<J>(red, acc, args, args.out[z], row0, mrows, ra, rb, split == 0);
 #pragma unroll
@@ -344,56 +366,70 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_fp4_pipe_kernel(Skin
   cp_async_wait_group<0>();
 }
 
-// Blocks of the kernel resident per SM with `smem` bytes of dynamic shared memory (cached per split).
+// Blocks of the kernel resident per SM with the stages of `splits` (cached per split; -1: they do not
+// fit in shared memory). Only valid attribute values are set, so no error is left for the launch check.
 template <int J, int S>
-std::int64_t pipe_resident(int splits, int smem) {
+std::int64_t tma_resident(int splits) {
   static int per_sm[4] = {0, 0, 0, 0};
   const int slot = splits >= 8 ? 3 : (splits >= 4 ? 2 : splits - 1);
-  if (per_sm[slot] == 0) {
-    int n = 1;
-    cudaFuncSetAttribute(skinny_fp4_pipe_kernel<J, S>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         S * stage_bytes(J, 8));
-    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, skinny_fp4_pipe_kernel<J, S>, kSkinnyWarps * 32, smem);
-    per_sm[slot] = n < 1 ? 1 : n;
-  }
-  int device = 0, sms = 1;
+  int device = 0, sms = 1, optin = 0;
   cudaGetDevice(&device);
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  return static_cast<std::int64_t>(per_sm[slot]) * sms;
+  if (per_sm[slot] == 0) {
+    cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+    const int smem = S * stage_bytes(J, splits);
+    const int static_smem = static_cast<int>(sizeof(float)) * kSkinnyWarps * J * 4 * 32 + 8 * S + 128;
+    int n = 0;
+    if (smem + static_smem <= optin &&
+        cudaFuncSetAttribute(skinny_fp4_tma_kernel<J, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) ==
+            cudaSuccess)
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, skinny_fp4_tma_kernel<J, S>, kSkinnyWarps * 32, smem);
+    per_sm[slot] = n < 1 ? -1 : n;
+  }
+  return per_sm[slot] < 0 ? -1 : static_cast<std::int64_t>(per_sm[slot]) * sms;
 }
 
-// K is split (per 16-row tile, across the block's warps) until the units number at least two per
-// resident block or a split would hold fewer than kMinChunksPerSplit chunks; the grid is one wave.
+// K is split (per 16-row tile, across the block's warps) while the units number fewer than two per
+// resident block, each split keeps >= 2 stages and the stages still fit in shared memory.
 template <int J, int S>
-void launch_pipe_config(const SkinnyGemmArgs& args, int grid_y, int grid_z, cudaStream_t stream) {
-  const std::int64_t tiles = (args.n + 15) / 16, chunks = args.k / 128;
+void launch_tma_config(const SkinnyGemmArgs& args, int grid_y, int grid_z, cudaStream_t stream) {
+  const std::int64_t tiles = (args.n + 15) / 16, stages = args.k / (128 * kChunks);
   auto tile_blocks = [&](int splits) {
     return (tiles + kSkinnyWarps / splits - 1) / (kSkinnyWarps / splits);
   };
   SkinnyGemmArgs a = args;
   a.splits = 1;
-  while (a.splits < kSkinnyWarps &&
-         tile_blocks(a.splits) * grid_y * grid_z < 2 * pipe_resident<J, S>(a.splits, S * stage_bytes(J, a.splits)) &&
-         chunks >= 2 * a.splits * kMinChunksPerSplit)
+  while (a.splits < kSkinnyWarps && tile_blocks(a.splits) * grid_y * grid_z < 2 * tma_resident<J, S>(a.splits) &&
+         stages % (2 * a.splits) == 0 && stages / (2 * a.splits) >= 2 && tma_resident<J, S>(2 * a.splits) > 0)
     a.splits *= 2;
-  const int smem = S * stage_bytes(J, a.splits);
   const std::int64_t units = tile_blocks(a.splits) * grid_y * grid_z;
-  const auto grid = static_cast<unsigned>(std::min<std::int64_t>(units, pipe_resident<J, S>(a.splits, smem)));
-  skinny_fp4_pipe_kernel<J, S><<<grid, kSkinnyWarps * 32, smem, stream>>>(a, grid_z, tile_blocks(a.splits));
+  const auto grid = static_cast<unsigned>(std::min<std::int64_t>(units, tma_resident<J, S>(a.splits)));
+  cudaFuncSetAttribute(skinny_fp4_tma_kernel<J, S>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                       S * stage_bytes(J, a.splits));
+  skinny_fp4_tma_kernel<J, S><<<grid, kSkinnyWarps * 32, S * stage_bytes(J, a.splits), stream>>>(
+      a, grid_z, tile_blocks(a.splits));
 }
 
 }  // namespace pipe
 }  // namespace
 
-void launch_skinny_fp4_pipe(int group_rows, int stages, const SkinnyGemmArgs& args, int grid_y, int grid_z,
-                            cudaStream_t stream) {
+bool skinny_fp4_tma_fits(std::int64_t k, const DevWeight& w) {
+  return k % (128 * pipe::kChunks) == 0 && w.scale_ld % 16 == 0 &&
+         reinterpret_cast<std::uintptr_t>(w.scale) % 16 == 0 && reinterpret_cast<std::uintptr_t>(w.data) % 16 == 0;
+}
+
+void launch_skinny_fp4_tma(int group_rows, int stages, const SkinnyGemmArgs& args, int grid_y, int grid_z,
+                           cudaStream_t stream) {
   const bool small = group_rows <= kSkinnyRowsSmall;
-  if (stages <= 4) {
-    small ? pipe::launch_pipe_config<1, 4>(args, grid_y, grid_z, stream)
-          : pipe::launch_pipe_config<2, 4>(args, grid_y, grid_z, stream);
+  if (stages <= 2) {  // two blocks per SM
+    small ? pipe::launch_tma_config<1, 2>(args, grid_y, grid_z, stream)
+          : pipe::launch_tma_config<2, 2>(args, grid_y, grid_z, stream);
+  } else if (stages == 3) {
+    small ? pipe::launch_tma_config<1, 3>(args, grid_y, grid_z, stream)
+          : pipe::launch_tma_config<2, 3>(args, grid_y, grid_z, stream);
   } else {
-    small ? pipe::launch_pipe_config<1, 6>(args, grid_y, grid_z, stream)
-          : pipe::launch_pipe_config<2, 6>(args, grid_y, grid_z, stream);
+    small ? pipe::launch_tma_config<1, 4>(args, grid_y, grid_z, stream)
+          : pipe::launch_tma_config<2, 4>(args, grid_y, grid_z, stream);
   }
 }
 

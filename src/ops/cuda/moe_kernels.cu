@@ -356,7 +356,8 @@ void launch_moe_swiglu(const MoeSwigluArgs& args, std::int64_t rows, cudaStream_
 
 void launch_moe_combine(const MoeCombineArgs& args, std::int64_t tokens, cudaStream_t stream) {
   if (tokens == 0) return;
-  const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>((args.d + 4 * kCombineThreads - 1) / (4 * kCombineThreads)));
+  const auto slices = static_cast<unsigned>((args.d + 4 * kCombineThreads - 1) / (4 * kCombineThreads));
+  const dim3 grid(static_cast<unsigned>(tokens), slices);
   moe_combine_kernel<<<grid, kCombineThreads, 0, stream>>>(args);
 }
 
