@@ -158,7 +158,8 @@ TEST(CpuLinear, GroupedLinearIsTheBlockDiagonalProduct) {
   const std::int64_t groups = 3, m = 5, n = 7, k = 40;
   const Tensor x = random_tensor(Shape{m, groups * k}, 21);
   std::vector<LinearWeight> ws;
-  for (std::int64_t g = 0; g < groups; ++g) ws.push_back(f32_weight(random_tensor(Shape{n, k}, 22 + static_cast<std::uint32_t>(g))));
+  for (std::int64_t g = 0; g < groups; ++g)
+    ws.push_back(f32_weight(random_tensor(Shape{n, k}, 22 + static_cast<std::uint32_t>(g))));
   Tensor out = Tensor::empty(Shape{m, groups * n}, DType::kF32);
   backend().linear_grouped(x, ws, {}, out);
   for (std::int64_t g = 0; g < groups; ++g) {

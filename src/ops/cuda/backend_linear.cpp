@@ -299,8 +299,9 @@ void CudaBackend::gemm_skinny(const DevRows& x, const LinearWeight& w, int act_b
 // (one launch instead of two; the same codes and scales, the skinny GEMM's arithmetic).
 bool CudaBackend::fp8_decode_eligible(const DevRows& x, const LinearWeight& w, int act_block) const {
   const std::int64_t k = x.width;
-  return x.rows <= std::min(options_.fp8_fused_max_rows, kFp8DecodeMaxRows) && x.bf16 && w.format == WeightFormat::kFp8Block &&
-         w.block % 64 == 0 && act_block % 64 == 0 && k % act_block == 0 && k <= kFp8DecodeMaxK &&
+  return x.rows <= std::min(options_.fp8_fused_max_rows, kFp8DecodeMaxRows) && x.bf16 &&
+         w.format == WeightFormat::kFp8Block && w.block % 64 == 0 && act_block > 0 && act_block % 64 == 0 &&
+         k % act_block == 0 && k <= kFp8DecodeMaxK &&
          reinterpret_cast<std::uintptr_t>(x.base) % 16 == 0 && x.stride % 8 == 0 && w.data.is_contiguous();
 }
 

@@ -167,7 +167,8 @@ void launch_fp8_decode_config(Fp8DecodeArgs args, cudaStream_t stream) {
   const auto grid_y = static_cast<unsigned>((args.x.rows + kRows - 1) / kRows);
   auto blocks = [&](int s) { return (tiles + kSkinnyWarps / s - 1) / (kSkinnyWarps / s) * grid_y; };
   args.splits = 1;
-  while (args.splits < kSkinnyWarps && blocks(args.splits * 2) <= resident && steps >= 4 * args.splits) args.splits *= 2;
+  while (args.splits < kSkinnyWarps && blocks(args.splits * 2) <= resident && steps >= 4 * args.splits)
+    args.splits *= 2;
   const int tiles_per_block = kSkinnyWarps / args.splits;
   const dim3 grid(static_cast<unsigned>((tiles + tiles_per_block - 1) / tiles_per_block), grid_y);
   kernel<<<grid, kSkinnyWarps * 32, smem, stream>>>(args);
