@@ -45,6 +45,18 @@ void Backend::hc_mix(const Tensor&, const HcWeights&, const HcOptions&, Tensor&,
   missing(*this, "hc_mix");
 }
 
+void Backend::rms_norm_rope(Tensor& x, const Tensor* weight, float eps, const Tensor& positions,
+                            const RopeTable& table) {
+  rms_norm(x, weight, eps, x);
+  rope(x, positions, table, false);
+}
+
+void Backend::hc_pre_norm(const Tensor& x, const HcWeights& w, const HcOptions& options, const Tensor& norm_weight,
+                          float norm_eps, Tensor& y, Tensor& post, Tensor& comb) {
+  hc_pre(x, w, options, y, post, comb);
+  rms_norm(y, &norm_weight, norm_eps, y);
+}
+
 void Backend::hc_collapse(const Tensor&, const Tensor&, Tensor&) { missing(*this, "hc_collapse"); }
 
 void Backend::engram_gate(const Tensor&, const Tensor&, const Tensor&, const Tensor&, float, Tensor&) {

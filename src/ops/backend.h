@@ -90,6 +90,11 @@ class Backend {
   // In place on x [T, H, d] (or [T, d]): interleaved-pair rotation of the last rope_dim dims by
   // angle positions[t] · inv_freq[i]; inverse = the conjugate rotation. positions: i32 [T].
   virtual void rope(Tensor& x, const Tensor& positions, const RopeTable& table, bool inverse) = 0;
+  // rms_norm(x, weight, eps, x) then rope(x, positions, table, false), in place (the query heads'
+  // and the window K=V row's norm + rotation). The base class runs the two ops; a backend may fuse
+  // them but must match the two ops within their parity bounds.
+  virtual void rms_norm_rope(Tensor& x, const Tensor* weight, float eps, const Tensor& positions,
+                             const RopeTable& table);
   // In place, each row's last dim (a power of two): normalised Walsh–Hadamard (Sylvester order,
   // scale n^-1/2).
   virtual void hadamard(Tensor& x) = 0;
@@ -147,6 +152,11 @@ class Backend {
   // out[t, k, :] = post[t, k] · f[t, :] + Σ_j comb[t, j, k] · residual[t, j, :].
   virtual void hc_post(const Tensor& f, const Tensor& residual, const Tensor& post, const Tensor& comb,
                        Tensor& out) = 0;
+  // hc_pre, then rms_norm(y, &norm_weight, norm_eps, y): the entry of every V4 attention / FFN
+  // sub-block. The base class runs the two ops (the reference numerics); a backend may fuse them
+  // but must give the same result as the two ops within their parity bounds.
+  virtual void hc_pre_norm(const Tensor& x, const HcWeights& w, const HcOptions& options, const Tensor& norm_weight,
+                           float norm_eps, Tensor& y, Tensor& post, Tensor& comb);
   // Final collapse: y = Σ_i (sigmoid(mix_i · scale + base_i) + hc_eps) · x_i.
   virtual void hc_head(const Tensor& x, const HcWeights& w, const HcOptions& options, Tensor& y) = 0;
 

@@ -1,4 +1,4 @@
-// CUDA vs CPU parity of mHC (pre with Sinkhorn, post, head) and MoE (routing by score function,
+// CUDA vs CPU parity of mHC (pre with Sinkhorn, pre fused with RMSNorm, post, head) and MoE (routing by score function,
 // bias and hash table; routed experts in fp4 / fp8 / bf16 through the grouped GEMM pipeline).
 #include <algorithm>
 #include <cstring>
@@ -51,6 +51,47 @@ TEST(CudaParity, HcPrePostHeadMatchCpu) {
         gpu().hc_head(gx, hc_to_gpu(hw), options, ghy);
         expect_parity(ghy, hy, kTolBf16);
       }
+}
+
+// The fused hc_pre + rms_norm: within bounds of the CPU composition, and bit-identical to the GPU's
+// own hc_pre followed by rms_norm (the fused norm sums in rms_norm_kernel's order). D = 5000 and
+// n = 6 take the kernel's loop past the registers; T = 1 vs 19 checks the last row alone.
+TEST(CudaParity, HcPreNormMatchesCpuAndTheUnfusedGpuOps) {
+  DEEPINFER_REQUIRE_GPU();
+  const HcOptions options;
+  for (DType act : {DType::kF32, DType::kBF16})
+    for (int n : {1, 4, 6})
+      for (std::int64_t d : {64, 4096, 5000})
+        for (std::int64_t t : {1, 19}) {
+          SCOPED_TRACE(testing::Message() << dtype_name(act) << " n=" << n << " D=" << d << " T=" << t);
+          const Tensor x = random_tensor({t, n, d}, 71, 1.0f, act);
+          const HcWeights w = hc_weights(n, d, false, 72);
+          const Tensor nw = random_tensor({d}, 75, 1.0f, DType::kBF16);
+          Tensor y = Tensor::empty({t, d}, act), post = Tensor::empty({t, n}, DType::kF32),
+                 comb = Tensor::empty({t, n, n}, DType::kF32);
+          backend().hc_pre_norm(x, w, options, nw, 1e-6f, y, post, comb);
+          const Tensor gx = to_gpu(x), gnw = to_gpu(nw);
+          const HcWeights gw = hc_to_gpu(w);
+          Tensor gy = poisoned({t, d}, act), gpost = poisoned({t, n}, DType::kF32),
+                 gcomb = poisoned({t, n, n}, DType::kF32);
+          gpu().hc_pre_norm(gx, gw, options, gnw, 1e-6f, gy, gpost, gcomb);
+          expect_parity(gy, y, act == DType::kF32 ? 1e-4 : kTolBf16);
+          expect_parity(gpost, post, 1e-4);
+          expect_parity(gcomb, comb, 1e-4);
+
+          Tensor uy = poisoned({t, d}, act), upost = poisoned({t, n}, DType::kF32),
+                 ucomb = poisoned({t, n, n}, DType::kF32);
+          gpu().hc_pre(gx, gw, options, uy, upost, ucomb);
+          gpu().rms_norm(uy, &gnw, 1e-6f, uy);
+          expect_bits_equal(values(to_host(gy)), values(to_host(uy)));
+          expect_bits_equal(values(to_host(gcomb)), values(to_host(ucomb)));
+
+          Tensor oy = poisoned({1, d}, act), opost = poisoned({1, n}, DType::kF32),
+                 ocomb = poisoned({1, n, n}, DType::kF32);
+          gpu().hc_pre_norm(to_gpu(x.narrow(0, t - 1, 1)), gw, options, gnw, 1e-6f, oy, opost, ocomb);
+          const std::vector<float> all = values(to_host(gy));
+          expect_bits_equal(values(to_host(oy)), {all.end() - d, all.end()});
+        }
 }
 
 TEST(CudaParity, MoeRouteMatchesCpuForEveryScoreFunctionAndHashRouting) {

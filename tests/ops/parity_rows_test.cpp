@@ -1,6 +1,6 @@
 // CUDA vs CPU parity of the memory and row-wise ops: copies, fill/convert, embedding, row
-// gathers/scatters (paged), elementwise ops, RMSNorm, RoPE, Hadamard, fake quant, argmax, the
-// structured-output token mask.
+// gathers/scatters (paged), elementwise ops, RMSNorm, RoPE, RMSNorm + RoPE fused, Hadamard, fake
+// quant, argmax, the structured-output token mask.
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -114,7 +114,7 @@ TEST(CudaParity, ElementwiseOpsMatchCpu) {
 TEST(CudaParity, RmsNormMatchesCpu) {
   DEEPINFER_REQUIRE_GPU();
   for (std::int64_t rows : kRowCounts)
-    for (std::int64_t width : kWidths)
+    for (std::int64_t width : {1, 7, 128, 1000, 4096, 9000})  // 9000: past the kernel's registers
       for (DType dtype : {DType::kF32, DType::kBF16}) {
         SCOPED_TRACE(testing::Message() << rows << "x" << width << " " << dtype_name(dtype));
         const Tensor x = random_tensor({rows, width}, 11, 3.0f, dtype);
@@ -147,6 +147,40 @@ TEST(CudaParity, RopeForwardAndInverseMatchCpu) {
       gpu().rope(got, to_gpu(pos), gpu_table, inverse);
       expect_parity(got, want, 1e-5);
     }
+}
+
+// The fused norm + rotation: within bounds of the CPU's rms_norm then rope, and bit-identical to the
+// GPU's own two ops. Widths 512 / 64 (the query heads, a short row), 4097 with odd pairs and 9000
+// (past the registers) take the two-op fallback; per-token rows 1 and 64 (the query heads).
+TEST(CudaParity, RmsNormRopeMatchesCpuAndTheUnfusedGpuOps) {
+  DEEPINFER_REQUIRE_GPU();
+  std::vector<float> freq(32);
+  for (int i = 0; i < 32; ++i) freq[i] = std::pow(10000.0f, -2.0f * i / 64.0f);
+  const Tensor inv_freq = Tensor::from_f32({32}, freq);
+  const RopeTable cpu_table{inv_freq, 64};
+  const RopeTable gpu_table{to_gpu(inv_freq), 64};
+  for (std::int64_t width : {64, 512, 4097, 9000})
+    for (std::int64_t heads : {1, 64})
+      for (std::int64_t t : {1, 5})
+        for (DType dtype : {DType::kF32, DType::kBF16})
+          for (bool with_weight : {false, true}) {
+            if (heads == 64 && width > 512) continue;
+            SCOPED_TRACE(testing::Message() << t << "x" << heads << "x" << width << " " << dtype_name(dtype)
+                                            << (with_weight ? " weighted" : ""));
+            const Tensor x = random_tensor({t, heads, width}, 16, 3.0f, dtype);
+            const Tensor w = random_tensor({width}, 17, 1.0f, DType::kBF16);
+            const Tensor pos = random_i32({t}, 18, 0, 1 << 16);
+            Tensor want = x.clone();
+            backend().rms_norm_rope(want, with_weight ? &w : nullptr, 1e-6f, pos, cpu_table);
+            const Tensor gw = to_gpu(w), gpos = to_gpu(pos);
+            Tensor got = to_gpu(x);
+            gpu().rms_norm_rope(got, with_weight ? &gw : nullptr, 1e-6f, gpos, gpu_table);
+            expect_parity(got, want, dtype == DType::kF32 ? kTolF32 : kTolBf16);
+            Tensor two = to_gpu(x);
+            gpu().rms_norm(two, with_weight ? &gw : nullptr, 1e-6f, two);
+            gpu().rope(two, gpos, gpu_table, false);
+            expect_bits_equal(values(to_host(got)), values(to_host(two)));
+          }
 }
 
 TEST(CudaParity, HadamardMatchesCpu) {

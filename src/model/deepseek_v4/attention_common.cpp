@@ -29,8 +29,11 @@ Queries project_queries(ForwardContext& cx, const AttentionWeights& w, const Ten
   out.q = cx.act(Shape{t, c.num_heads, c.head_dim});
   Tensor q_flat = out.q.reshape(Shape{t, std::int64_t{c.num_heads} * c.head_dim});
   be.linear(out.latent, w.wq_b, cx.linear_options(w.wq_b), q_flat);
-  if (per_head_norm) be.rms_norm(out.q, nullptr, cx.eps(), out.q);
-  be.rope(out.q, positions, rope, false);
+  if (per_head_norm) {
+    be.rms_norm_rope(out.q, nullptr, cx.eps(), positions, rope);  // one kernel on the GPU
+  } else {
+    be.rope(out.q, positions, rope, false);
+  }
   return out;
 }
 
@@ -41,8 +44,7 @@ Tensor project_window_kv(ForwardContext& cx, const AttentionWeights& w, const Te
   const std::int64_t d = c.head_dim;
   Tensor kv = cx.act(Shape{u.dim(0), d});
   be.linear(u, w.wkv, cx.linear_options(w.wkv), kv);
-  be.rms_norm(kv, &w.kv_norm, cx.eps(), kv);
-  be.rope(kv, positions, rope, false);
+  be.rms_norm_rope(kv, &w.kv_norm, cx.eps(), positions, rope);
   const Numerics& num = cx.numerics;
   if (num.kv_quant_block > 0) be.fake_quant_fp8(kv, 0, num.kv_quant_whole ? d : d - c.rope_head_dim, num.kv_quant_block);
   return kv;

@@ -44,13 +44,11 @@ void block_forward(ForwardContext& cx, const io::LayerSpec& spec, const LayerWei
   Tensor comb = cx.alloc(Shape{t, n, n}, DType::kF32);
   Tensor y = cx.act(Shape{t, c.hidden_size});
 
-  be.hc_pre(stream, w.hc_attn, hc, x, post, comb);
-  be.rms_norm(x, &w.attn_norm, cx.eps(), x);
+  be.hc_pre_norm(stream, w.hc_attn, hc, w.attn_norm, cx.eps(), x, post, comb);  // hc_pre + rms_norm, fused on the GPU
   attention_forward(cx, spec, w.attn, step, x, y);
   be.hc_post(y, stream, post, comb, other);
 
-  be.hc_pre(other, w.hc_ffn, hc, x, post, comb);
-  be.rms_norm(x, &w.ffn_norm, cx.eps(), x);
+  be.hc_pre_norm(other, w.hc_ffn, hc, w.ffn_norm, cx.eps(), x, post, comb);
   moe_forward(cx, spec, w.moe, step, x, y);
   be.hc_post(y, other, post, comb, stream);
 }

@@ -203,46 +203,89 @@ __global__ void attention_combine_kernel(AttentionArgs a) {
   }
 }
 
-// grid (key tiles of 64, T): out[t, s] = Σ_h w[t, h] · ReLU(q[t, h] · k[row_base[t] + s]) for
-// s < num_keys[t], -inf beyond.
+constexpr int kIdxKeys = 16;    // keys per block: a decode step's few hundred keys still fill many SMs
+constexpr int kIdxGroups = 16;  // head groups per key (kIdxKeys × kIdxGroups = 256 threads)
+
+// Shared-memory row stride of q and keys: d rounded up to float4, plus 4 floats so rows start in
+// different banks; the padding columns hold zeros.
+__host__ __device__ inline int indexer_row_stride(int d) { return (d + 3) / 4 * 4 + 4; }
+
+// Loads n floats of rows (row r of `rows` = logical row of element i / d) into shared memory with 8
+// loads in flight per thread; row < 0 gives zeros.
+template <typename RowOf>
+__device__ __forceinline__ void stage_rows(float* dst, int stride, int count_rows, int d, const DevRows& src,
+                                           RowOf row_of) {
+  const int total = count_rows * d;
+  for (int i0 = threadIdx.x; i0 < total; i0 += 8 * 256) {
+    std::uint32_t v[8];  // raw bits: all 8 loads are in flight before the first is converted
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      const int i = i0 + k * 256;
+      const std::int64_t r = i < total ? row_of(i / d) : -1;
+      v[k] = r >= 0 ? load_bits(src, r, i % d) : 0u;
+    }
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      const int i = i0 + k * 256;
+      if (i < total) dst[(i / d) * stride + i % d] = bits_value(src, v[k]);
+    }
+  }
+}
+
+// grid (key tiles of kIdxKeys, T): out[t, s] = Σ_h w[t, h] · ReLU(q[t, h] · k[row_base[t] + s]) for
+// s < num_keys[t], -inf beyond. Thread (g, j) sums heads g, g + 16, ... of key j (dot products in
+// column order, float4 shared-memory reads); the 16 group sums are added in group order, so a
+// key's score depends on (heads, d) only, never on the batch.
 __global__ void __launch_bounds__(256) indexer_scores_kernel(IndexerArgs a) {
   extern __shared__ float smem[];
-  float* q_s = smem;                   // [H][d]
-  float* k_s = q_s + a.heads * a.d;    // [d][65]
-  float* red_s = k_s + a.d * 65;       // [4][64]
+  const int stride = indexer_row_stride(a.d);
+  float* q_s = smem;                          // [H][stride]
+  float* k_s = q_s + a.heads * stride;        // [kIdxKeys][stride]
+  float* red_s = k_s + kIdxKeys * stride;     // [kIdxGroups][kIdxKeys]
   const std::int64_t t = blockIdx.y;
-  const std::int64_t s0 = static_cast<std::int64_t>(blockIdx.x) * 64;
+  const std::int64_t s0 = static_cast<std::int64_t>(blockIdx.x) * kIdxKeys;
   const std::int64_t count = a.num_keys[t], base = a.row_base[t];
   if (s0 >= count) {  // a tile past this token's keys (shorter sequence or batch padding)
-    for (int j = threadIdx.x; j < 64; j += 256)
+    for (int j = threadIdx.x; j < kIdxKeys; j += 256)
       if (s0 + j < a.width) a.out[t * a.out_stride + s0 + j] = -INFINITY;
     return;
   }
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (int i = threadIdx.x; i < a.heads * a.d; i += 256) q_s[i] = load_elem(a.q, t * a.heads + i / a.d, i % a.d);
-  for (int j = warp; j < 64; j += 8) {
+  // Zero the padding columns (stride - d per row), then stage q and this tile's keys.
+  const int pad = stride - a.d;
+  for (int i = threadIdx.x; i < (a.heads + kIdxKeys) * pad; i += 256) q_s[(i / pad) * stride + a.d + i % pad] = 0.0f;
+  stage_rows(q_s, stride, a.heads, a.d, a.q, [=](int h) { return t * a.heads + h; });
+  stage_rows(k_s, stride, kIdxKeys, a.d, a.keys.rows, [=](int j) -> std::int64_t {
     const std::int64_t s = s0 + j;
-    std::int64_t phys = -1;
-    if (s < count) {
-      phys = physical_row(a.keys, base + s);
-      if (phys < 0 && lane == 0) report_fault(a.err, DeviceFault::kPageTable, base + s, a.keys.rows.rows);
-    }
-    for (int c = lane; c < a.d; c += 32) k_s[c * 65 + j] = phys >= 0 ? load_elem(a.keys.rows, phys, c) : 0.0f;
-  }
+    if (s >= count) return -1;
+    const std::int64_t phys = physical_row(a.keys, base + s);
+    if (phys < 0) report_fault(a.err, DeviceFault::kPageTable, base + s, a.keys.rows.rows);
+    return phys;
+  });
   __syncthreads();
-  const int j = threadIdx.x % 64, g = threadIdx.x / 64;
+  const int j = threadIdx.x % kIdxKeys, g = threadIdx.x / kIdxKeys;
   const float* w = a.weights + t * a.heads;
+  const float4* kr = reinterpret_cast<const float4*>(k_s + j * stride);
+  const int vecs = (a.d + 3) / 4;
   float score = 0.0f;
-  for (int h = g; h < a.heads; h += 4) {
+  for (int h = g; h < a.heads; h += kIdxGroups) {
+    const float4* qr = reinterpret_cast<const float4*>(q_s + h * stride);
     float dot = 0.0f;
-    for (int c = 0; c < a.d; ++c) dot = fmaf(q_s[h * a.d + c], k_s[c * 65 + j], dot);
+    for (int c = 0; c < vecs; ++c) {
+      const float4 qv = qr[c], kv = kr[c];
+      dot = fmaf(qv.x, kv.x, dot);
+      dot = fmaf(qv.y, kv.y, dot);
+      dot = fmaf(qv.z, kv.z, dot);
+      dot = fmaf(qv.w, kv.w, dot);
+    }
     score += w[h] * fmaxf(dot, 0.0f);
   }
-  red_s[g * 64 + j] = score;
+  red_s[g * kIdxKeys + j] = score;
   __syncthreads();
-  if (g == 0 && s0 + j < a.width)
-    a.out[t * a.out_stride + s0 + j] =
-        s0 + j < count ? ((red_s[j] + red_s[64 + j]) + red_s[128 + j]) + red_s[192 + j] : -INFINITY;
+  if (g == 0 && s0 + j < a.width) {
+    float total = 0.0f;
+    for (int gi = 0; gi < kIdxGroups; ++gi) total += red_s[gi * kIdxKeys + j];
+    a.out[t * a.out_stride + s0 + j] = s0 + j < count ? total : -INFINITY;
+  }
 }
 
 // Order-preserving key of a score; -0 and +0 are one key (they compare equal on the CPU, where
@@ -253,6 +296,40 @@ __device__ __forceinline__ std::uint32_t order_key(float f) {
 }
 
 constexpr int kTopkThreads = 512;
+
+// Warp 0 of the radix select: the highest bin d with (keys in bins above d) + hist[d] >= remaining
+// (what a serial scan from bin 255 down finds). Lane l sums bins 255 - 8l down to 248 - 8l, a
+// shuffle scan gives the counts above each lane's bins, and the lane holding the answer scans
+// its 8 bins.
+__device__ void select_bin(const int* hist, std::uint32_t prefix, std::uint32_t mask, int shift, int* remaining,
+                           std::uint32_t* out_prefix, std::uint32_t* out_mask) {
+  const int lane = threadIdx.x % 32;
+  const int top = 255 - 8 * lane;
+  int local = 0;
+#pragma unroll
+  for (int b = 0; b < 8; ++b) local += hist[top - b];
+  int incl = local;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int v = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += v;
+  }
+  const int rem = *remaining;
+  int cum = incl - local;
+  const bool mine = cum < rem && rem <= incl;
+  __syncwarp();
+  if (!mine) return;
+  for (int b = 0; b < 8; ++b) {
+    const int d = top - b;
+    if (cum + hist[d] >= rem) {
+      *remaining = rem - cum;
+      *out_prefix = prefix | (static_cast<std::uint32_t>(d) << shift);
+      *out_mask = mask | (255u << shift);
+      return;
+    }
+    cum += hist[d];
+  }
+}
 
 // One block per row: radix-select the k-th largest key, collect everything above it plus the
 // lowest-index ties, then bitonic-sort (score desc, index asc).
@@ -287,7 +364,16 @@ __global__ void __launch_bounds__(kTopkThreads) topk_visible_kernel(TopkArgs a) 
     s_ties_taken = 0;
   }
   __syncthreads();
-  if (take > 0) {
+  if (take > 0 && take == s_candidates) {
+    // Every candidate is taken (a context shorter than k): no threshold to find. The slots come in
+    // any order; the sort below orders them.
+    for (std::int64_t i = tid; i < visible; i += kTopkThreads) {
+      const float v = row[i];
+      if (v != -INFINITY)
+        sel[atomicAdd(&s_gt, 1)] =
+            (static_cast<unsigned long long>(order_key(v)) << 32) | (0xffffffffu - static_cast<std::uint32_t>(i));
+    }
+  } else if (take > 0) {
     for (int shift = 24; shift >= 0; shift -= 8) {
       for (int i = tid; i < 256; i += kTopkThreads) hist[i] = 0;
       __syncthreads();
@@ -297,18 +383,7 @@ __global__ void __launch_bounds__(kTopkThreads) topk_visible_kernel(TopkArgs a) 
         if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255u], 1);
       }
       __syncthreads();
-      if (tid == 0) {
-        int cum = 0;
-        for (int d = 255; d >= 0; --d) {
-          if (cum + hist[d] >= s_remaining) {
-            s_remaining -= cum;
-            s_prefix = prefix | (static_cast<std::uint32_t>(d) << shift);
-            s_mask = mask | (255u << shift);
-            break;
-          }
-          cum += hist[d];
-        }
-      }
+      if (tid < 32) select_bin(hist, prefix, mask, shift, &s_remaining, &s_prefix, &s_mask);
       __syncthreads();
     }
     const std::uint32_t thr = s_prefix;
@@ -344,11 +419,15 @@ __global__ void __launch_bounds__(kTopkThreads) topk_visible_kernel(TopkArgs a) 
         s_ties_taken = taken + total;
       }
     }
+  }
+  if (take > 0) {
     __syncthreads();
-    // Bitonic sort, descending.
-    for (int size = 2; size <= a.pow2; size <<= 1) {
+    // Bitonic sort, descending, of the first pow2 >= take slots (the rest stay zero).
+    int size_all = 1;
+    while (size_all < take) size_all *= 2;
+    for (int size = 2; size <= size_all; size <<= 1) {
       for (int stride = size / 2; stride > 0; stride >>= 1) {
-        for (int i = tid; i < a.pow2; i += kTopkThreads) {
+        for (int i = tid; i < size_all; i += kTopkThreads) {
           const int j = i ^ stride;
           if (j > i) {
             const unsigned long long x = sel[i], y = sel[j];
@@ -426,14 +505,14 @@ void launch_sparse_attention(const AttentionArgs& args, std::int64_t tokens, cud
 }
 
 std::size_t indexer_smem_bytes(int heads, int d) {
-  return static_cast<std::size_t>(heads * d + d * 65 + 4 * 64) * sizeof(float);
+  return static_cast<std::size_t>((heads + kIdxKeys) * indexer_row_stride(d) + kIdxGroups * kIdxKeys) * sizeof(float);
 }
 
 void launch_indexer_scores(const IndexerArgs& args, std::int64_t tokens, cudaStream_t stream) {
   if (tokens == 0 || args.width == 0) return;
   const std::size_t smem = indexer_smem_bytes(args.heads, args.d);
   cudaFuncSetAttribute(indexer_scores_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-  const dim3 grid(static_cast<unsigned>((args.width + 63) / 64), static_cast<unsigned>(tokens));
+  const dim3 grid(static_cast<unsigned>((args.width + kIdxKeys - 1) / kIdxKeys), static_cast<unsigned>(tokens));
   indexer_scores_kernel<<<grid, 256, smem, stream>>>(args);
 }
 

@@ -396,6 +396,36 @@ void CudaBackend::rope(Tensor& x, const Tensor& positions, const RopeTable& tabl
   DI_CUDA_CHECK_LAUNCH("rope");
 }
 
+// One kernel when the row fits rms_norm's registers (the query heads and the K=V row: 512 wide);
+// otherwise the two ops.
+void CudaBackend::rms_norm_rope(Tensor& x, const Tensor* weight, float eps, const Tensor& positions,
+                                const RopeTable& table) {
+  const std::int64_t t_count = positions.numel();
+  const int rd = table.rope_dim;
+  const std::int64_t d = x.dim(-1);
+  if (!rms_norm_rope_fits(d, rd) || t_count == 0) {
+    Backend::rms_norm_rope(x, weight, eps, positions, table);
+    return;
+  }
+  const std::int32_t* pos = i32_of(positions, t_count, "rms_norm_rope positions");
+  DI_CHECK(rd > 0 && table.inv_freq.numel() == rd / 2 && table.inv_freq.dtype() == DType::kF32,
+           "rms_norm_rope: table for rope_dim {} has {} frequencies", rd, table.inv_freq.numel());
+  const float* inv_freq = f32_of(table.inv_freq, rd / 2, "rms_norm_rope inv_freq");
+  DI_CHECK(x.numel() % (t_count * d) == 0, "rms_norm_rope: x {} does not hold {} positions of rows of {}", x.shape(),
+           t_count, d);
+  const DevRows m = rows_of(x, d, "rms_norm_rope");
+  DevRows rw;
+  if (weight != nullptr) {
+    rw = rows_of(*weight, "rms_norm_rope weight");
+    DI_CHECK(rw.width == d && rw.rows == 1, "rms_norm_rope: weight {} for rows of {}", weight->shape(), d);
+  }
+  if (m.rows == 0) return;
+  activate();
+  launch_rms_norm_rope(m, weight != nullptr ? &rw : nullptr, eps, RopeRows{pos, inv_freq, m.rows / t_count, rd},
+                       stream_);
+  DI_CUDA_CHECK_LAUNCH("rms_norm_rope");
+}
+
 void CudaBackend::hadamard(Tensor& x) {
   const DevRows m = rows_of(x, "hadamard");
   DI_CHECK(std::has_single_bit(static_cast<std::uint64_t>(m.width)) && m.width <= 32768,

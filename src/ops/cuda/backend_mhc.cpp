@@ -64,6 +64,23 @@ void CudaBackend::hc_pre(const Tensor& x, const HcWeights& w, const HcOptions& o
   DI_CUDA_CHECK_LAUNCH("hc_pre");
 }
 
+// One kernel pair for hc_pre + rms_norm: the finish kernel normalises the collapsed row it holds
+// (same per-thread and per-warp order as rms_norm_kernel, so the result is bit-identical).
+void CudaBackend::hc_pre_norm(const Tensor& x, const HcWeights& w, const HcOptions& options, const Tensor& norm_weight,
+                              float norm_eps, Tensor& y, Tensor& post, Tensor& comb) {
+  HcArgs a = site_args(*this, x, w, options, post, comb, "hc_pre_norm");
+  a.y = rows_of(y, a.d, "hc_pre_norm y");
+  DI_CHECK(a.y.rows == a.x.rows, "hc_pre_norm: y {} for {} tokens", y.shape(), a.x.rows);
+  a.norm_w = rows_of(norm_weight, "hc_pre_norm weight");
+  DI_CHECK(a.norm_w.width == a.d && a.norm_w.rows == 1, "hc_pre_norm: weight {} for rows of {}",
+           norm_weight.shape(), a.d);
+  a.rms_eps = norm_eps;
+  activate();
+  a.partial = hc_partial_scratch(*this, a);
+  launch_hc_mix(a, stream_);
+  DI_CUDA_CHECK_LAUNCH("hc_pre_norm");
+}
+
 void CudaBackend::hc_post(const Tensor& f, const Tensor& residual, const Tensor& post, const Tensor& comb,
                           Tensor& out) {
   const HcShape s = check_stream(residual, "hc_post");

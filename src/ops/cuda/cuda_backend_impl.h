@@ -86,6 +86,10 @@ class CudaBackend final : public Backend, public GraphBackend {
               Tensor& comb) override;
   void hc_post(const Tensor& f, const Tensor& residual, const Tensor& post, const Tensor& comb,
                Tensor& out) override;
+  void rms_norm_rope(Tensor& x, const Tensor* weight, float eps, const Tensor& positions,
+                     const RopeTable& table) override;
+  void hc_pre_norm(const Tensor& x, const HcWeights& w, const HcOptions& options, const Tensor& norm_weight,
+                   float norm_eps, Tensor& y, Tensor& post, Tensor& comb) override;
   void hc_head(const Tensor& x, const HcWeights& w, const HcOptions& options, Tensor& y) override;
   void hc_mix(const Tensor& x, const HcWeights& w, const HcOptions& options, Tensor& pre, Tensor& post,
               Tensor& comb) override;

@@ -111,6 +111,19 @@ __device__ __forceinline__ void store_elem(const DevRows& m, std::int64_t r, std
 
 __device__ __forceinline__ float round_like(int bf16, float v) { return bf16 ? round_bf16(v) : v; }
 
+// load_elem in two halves for batches of loads: load_bits fetches the raw bits (a bf16's 16 or an
+// f32's 32) and bits_value converts them later. load_elem converts a bf16 right after its load,
+// which makes the thread wait for that load before issuing the next one (the batch serialises).
+__device__ __forceinline__ std::uint32_t load_bits(const DevRows& m, std::int64_t r, std::int64_t i) {
+  const std::int64_t off = r * m.stride + i;
+  if (m.bf16) return static_cast<const std::uint16_t*>(m.base)[off];
+  return static_cast<const std::uint32_t*>(m.base)[off];
+}
+
+__device__ __forceinline__ float bits_value(const DevRows& m, std::uint32_t bits) {
+  return __uint_as_float(m.bf16 ? bits << 16 : bits);
+}
+
 // Records the first fault in the device error word.
 __device__ __forceinline__ void report_fault(int* err, DeviceFault fault, long long value, long long bound) {
   if (atomicCAS(err, 0, static_cast<int>(fault)) == 0) {

@@ -26,7 +26,21 @@ void launch_scatter_rows(const DevRows& src, const DevRowSource& dst, const std:
                          cudaStream_t stream);
 void launch_binary(const DevRows& a, const DevRows& b, const DevRows& out, BinaryOp op, float param,
                    cudaStream_t stream);
+// Threads per row of rms_norm; the fused hc_pre + rms_norm uses the same count and order.
+constexpr int kNormThreads = 512;
 void launch_rms_norm(const DevRows& x, const DevRows* weight, float eps, const DevRows& out, cudaStream_t stream);
+// The rotation of the fused rms_norm + rope: row r's position is positions[r / heads]; interleaved
+// pairs of the last rope_dim columns turn forward.
+struct RopeRows {
+  const std::int32_t* positions = nullptr;
+  const float* inv_freq = nullptr;
+  std::int64_t heads = 1;
+  int rope_dim = 0;
+};
+// Whether launch_rms_norm_rope takes rows of this width (in registers, pairs on even columns).
+bool rms_norm_rope_fits(std::int64_t width, int rope_dim);
+void launch_rms_norm_rope(const DevRows& x, const DevRows* weight, float eps, const RopeRows& rope,
+                          cudaStream_t stream);
 void launch_rope(const DevRows& x, std::int64_t heads, const std::int32_t* positions, const float* inv_freq,
                  int rope_dim, bool inverse, cudaStream_t stream);
 void launch_hadamard(const DevRows& x, cudaStream_t stream);
@@ -311,6 +325,8 @@ struct HcArgs {
   float* comb = nullptr;
   float* pre = nullptr;  // f32 [T, n] pre weights out, or null (hc_mix)
   float* partial = nullptr;  // scratch: f32 [hc_mix_partial_floats(T, n, D, head)]
+  DevRows norm_w;            // [1, D] RMSNorm weight: y <- rms_norm(y) in the same kernel (base null = none)
+  float rms_eps = 0.0f;
 };
 
 // Engram read-out gate (MODEL_SPEC B4.7): one block per (token, copy).

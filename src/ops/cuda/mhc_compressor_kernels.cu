@@ -1,6 +1,8 @@
 // mHC mixing (stream RMS, mixing dot products, Sinkhorn, collapse, post-mix, head), V4.1's
 // Engram read-out gate and the KV compressor over a batch: one thread per (row, channel) pools the
 // group a row completes, then each sequence's ring keeps its last rows.
+#include <algorithm>
+
 #include "ops/cuda/device_formats.cuh"
 #include "ops/cuda/kernels.h"
 
@@ -47,6 +49,7 @@ __device__ void sinkhorn(float* comb, int n, int iters, float eps) {
 // read its 1.5 MB of fn from one SM: ~330 us per site at batch 1). The split depends only on the
 // row width, never on T, so every row sums in the same order at any batch size.
 constexpr std::int64_t kHcSplit = 512;
+constexpr int kPartialThreads = 512;  // one element of the slice per thread: all its loads in flight at once
 
 __host__ __device__ inline int hc_slices(std::int64_t width) {
   return static_cast<int>((width + kHcSplit - 1) / kHcSplit);
@@ -54,8 +57,8 @@ __host__ __device__ inline int hc_slices(std::int64_t width) {
 
 // grid (slices, T): partial[t, s, m] = Σ_{i in slice s} fn[m, i] · x[t, i] for every mix m, and
 // partial[t, s, n_mix] = Σ x[t, i]² over the slice.
-__global__ void __launch_bounds__(kHcThreads) hc_mix_partial_kernel(HcArgs a) {
-  __shared__ float red[kHcThreads / 32][kMixChunk + 1];
+__global__ void __launch_bounds__(kPartialThreads) hc_mix_partial_kernel(HcArgs a) {
+  __shared__ float red[kPartialThreads / 32][kMixChunk + 1];
   const int slice = blockIdx.x, slices = gridDim.x;
   const std::int64_t t = blockIdx.y;
   const std::int64_t width = a.n * a.d;
@@ -68,12 +71,17 @@ __global__ void __launch_bounds__(kHcThreads) hc_mix_partial_kernel(HcArgs a) {
 #pragma unroll
     for (int m = 0; m < kMixChunk; ++m) acc[m] = 0.0f;
     float ss = 0.0f;
-    for (std::int64_t i = begin + threadIdx.x; i < end; i += kHcThreads) {
-      const float xv = load_elem(a.x, t, i);
+    for (std::int64_t i = begin + threadIdx.x; i < end; i += kPartialThreads) {
+      // Every load first (x as raw bits; fn rows clamped to the last mix, whose extra products are
+      // never written), so they are all in flight together.
+      const std::uint32_t xb = load_bits(a.x, t, i);
+      float fv[kMixChunk];
+#pragma unroll
+      for (int m = 0; m < kMixChunk; ++m) fv[m] = a.fn[min(m0 + m, n_mix - 1) * width + i];
+      const float xv = bits_value(a.x, xb);
       ss = fmaf(xv, xv, ss);
 #pragma unroll
-      for (int m = 0; m < kMixChunk; ++m)
-        if (m0 + m < n_mix) acc[m] = fmaf(a.fn[(m0 + m) * width + i], xv, acc[m]);
+      for (int m = 0; m < kMixChunk; ++m) acc[m] = fmaf(fv[m], xv, acc[m]);
     }
 #pragma unroll
     for (int m = 0; m < kMixChunk; ++m) {
@@ -85,7 +93,7 @@ __global__ void __launch_bounds__(kHcThreads) hc_mix_partial_kernel(HcArgs a) {
     __syncthreads();
     if (threadIdx.x <= kMixChunk) {
       float total = 0.0f;
-      for (int w = 0; w < kHcThreads / 32; ++w) total += red[w][threadIdx.x];
+      for (int w = 0; w < kPartialThreads / 32; ++w) total += red[w][threadIdx.x];
       if (threadIdx.x < kMixChunk) {
         if (m0 + static_cast<int>(threadIdx.x) < n_mix) out[m0 + threadIdx.x] = total;
       } else if (m0 == 0) {
@@ -96,58 +104,214 @@ __global__ void __launch_bounds__(kHcThreads) hc_mix_partial_kernel(HcArgs a) {
   }
 }
 
-// One block per token: sums the slices' partials in slice order, then mixes[m] = (fn[m] · x) ·
-// rsqrt(mean(x²) + eps); pre (+ post, comb with Sinkhorn unless head) and y = Σ_i pre_i x_i (pre
-// stored and y skipped for hc_mix).
-__global__ void __launch_bounds__(kHcThreads) hc_mix_finish_kernel(HcArgs a, int slices) {
-  __shared__ float mixes[kMaxMix + 1];
-  __shared__ float pre[16];
-  __shared__ float comb_s[16 * 16];
-  const std::int64_t t = blockIdx.x;
-  const std::int64_t width = a.n * a.d;
-  const int n_mix = a.head ? a.n : (2 + a.n) * a.n;
-  const float* part = a.partial + t * slices * (n_mix + 1);
-  for (int m = threadIdx.x; m <= n_mix; m += kHcThreads) {
-    float total = 0.0f;
-    for (int s = 0; s < slices; ++s) total += part[s * (n_mix + 1) + m];
-    mixes[m] = total;
+// One warp runs comb's Sinkhorn for n <= 5 (lane r·n + c holds comb[r][c]). Every row / column sum
+// walks its n entries in the serial reference's order through shuffles, so comb is bit-identical
+// to sinkhorn() above; the n·n divisions of a pass run in parallel instead of on one thread.
+template <int N>
+__device__ void sinkhorn_warp(float* comb, int iters, float eps) {
+  const int lane = threadIdx.x % 32;
+  const int r = lane / N, c = lane % N;
+  const bool live = lane < N * N;
+  float v = live ? comb[lane] : 0.0f;
+  auto row_sum = [&](float x) {
+    float s = 0.0f;
+#pragma unroll
+    for (int j = 0; j < N; ++j) s += __shfl_sync(0xffffffffu, x, (r * N + j) & 31);
+    return s;
+  };
+  auto col_sum = [&](float x) {
+    float s = 0.0f;
+#pragma unroll
+    for (int j = 0; j < N; ++j) s += __shfl_sync(0xffffffffu, x, (j * N + c) & 31);
+    return s;
+  };
+  float mx = __shfl_sync(0xffffffffu, v, (r * N) & 31);
+#pragma unroll
+  for (int j = 1; j < N; ++j) mx = fmaxf(mx, __shfl_sync(0xffffffffu, v, (r * N + j) & 31));
+  v = expf(v - mx);
+  v = v / row_sum(v) + eps;
+  for (int it = 0; it < iters; ++it) {
+    if (it > 0) v /= row_sum(v) + eps;
+    v /= col_sum(v) + eps;
   }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    const float inv = 1.0f / sqrtf(mixes[n_mix] / static_cast<float>(width) + a.norm_eps);
-    for (int m = 0; m < n_mix; ++m) mixes[m] *= inv;
-    const int n = a.n;
-    for (int i = 0; i < n; ++i) pre[i] = sigmoidf(mixes[i] * a.scale[0] + a.base[i]) + a.hc_eps;
-    if (a.pre != nullptr)
-      for (int i = 0; i < n; ++i) a.pre[t * n + i] = pre[i];
-    if (!a.head) {
-      for (int i = 0; i < n; ++i) a.post[t * n + i] = 2.0f * sigmoidf(mixes[n + i] * a.scale[1] + a.base[n + i]);
-      for (int i = 0; i < n * n; ++i) comb_s[i] = mixes[2 * n + i] * a.scale[2] + a.base[2 * n + i];
-      sinkhorn(comb_s, n, a.iters, a.hc_eps);
-      for (int i = 0; i < n * n; ++i) a.comb[t * n * n + i] = comb_s[i];
-    }
-  }
-  __syncthreads();
-  if (a.y.base == nullptr) return;  // hc_mix: the collapse happens one site later
-  for (std::int64_t c = threadIdx.x; c < a.d; c += kHcThreads) {
-    float v = 0.0f;
-    for (int i = 0; i < a.n; ++i) v = fmaf(pre[i], load_elem(a.x, t, i * a.d + c), v);
-    store_elem(a.y, t, c, v);
+  if (live) comb[lane] = v;
+}
+
+__device__ void sinkhorn_block(float* comb, int n, int iters, float eps) {
+  if (threadIdx.x >= 32) return;
+  switch (n) {
+    case 1: sinkhorn_warp<1>(comb, iters, eps); break;
+    case 2: sinkhorn_warp<2>(comb, iters, eps); break;
+    case 3: sinkhorn_warp<3>(comb, iters, eps); break;
+    case 4: sinkhorn_warp<4>(comb, iters, eps); break;
+    case 5: sinkhorn_warp<5>(comb, iters, eps); break;
+    default:
+      if (threadIdx.x == 0) sinkhorn(comb, n, iters, eps);
   }
 }
 
-// out[t, k, i] = post[t, k] · f[t, i] + Σ_j comb[t, j, k] · residual[t, j, i].
-__global__ void hc_post_kernel(DevRows f, DevRows residual, const float* post, const float* comb, int n, std::int64_t d,
-                               DevRows out) {
-  const std::int64_t total = residual.rows * n * d;
-  for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; e < total;
-       e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const std::int64_t t = e / (n * d);
-    const int k = static_cast<int>((e / d) % n);
-    const std::int64_t i = e % d;
-    float s = 0.0f;
-    for (int j = 0; j < n; ++j) s = fmaf(comb[(t * n + j) * n + k], load_elem(residual, t, j * d + i), s);
-    store_elem(out, t, k * d + i, post[t * n + k] * load_elem(f, t, i) + s);
+constexpr int kFinishThreads = kNormThreads;  // a fused norm sums like rms_norm_kernel
+constexpr int kPrefetch = 8;         // collapse columns per thread held in registers (D <= 4096 in one pass)
+constexpr int kStageFloats = 4096;   // partial sums staged in shared memory per group of slices
+
+// Loads count floats from src into shared dst with up to 8 loads in flight per thread.
+__device__ __forceinline__ void stage_floats(float* dst, const float* src, int count) {
+  for (int i0 = 0; i0 < count; i0 += 8 * kFinishThreads) {
+    float v[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      const int i = i0 + k * kFinishThreads + static_cast<int>(threadIdx.x);
+      v[k] = i < count ? src[i] : 0.0f;
+    }
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      const int i = i0 + k * kFinishThreads + static_cast<int>(threadIdx.x);
+      if (i < count) dst[i] = v[k];
+    }
+  }
+}
+
+// One block per token. The token's stream columns for the collapse are loaded first (they do not
+// depend on the coefficients, so their latency hides behind the rest); then the slices' partials
+// are summed in slice order, mixes[m] = (fn[m] · x) · rsqrt(mean(x²) + eps), pre (+ post, and
+// comb through Sinkhorn unless head), y = Σ_i pre_i x_i (skipped for hc_mix) and, when norm_w is
+// set, y ← rms_norm(y) with rms_norm_kernel's summation order (so the fusion is bit-identical to
+// hc_pre followed by rms_norm).
+__global__ void __launch_bounds__(kFinishThreads, 1) hc_mix_finish_kernel(HcArgs a, int slices) {
+  __shared__ float stage[kStageFloats];
+  __shared__ float mixes[kMaxMix + 1];
+  __shared__ float pre[16];
+  __shared__ float comb_s[16 * 16];
+  __shared__ float red[32];
+  const std::int64_t t = blockIdx.x;
+  const int n = a.n, tid = static_cast<int>(threadIdx.x);
+  const std::int64_t width = n * a.d;
+  const int n_mix = a.head ? n : (2 + n) * n;
+  const int per = n_mix + 1;
+  const bool collapse = a.y.base != nullptr;
+  const bool prefetch = collapse && n <= 4;
+  const bool norm = a.norm_w.base != nullptr;
+  // Raw bits first (load_bits): every load of the batch is in flight before any is used.
+  std::uint32_t xb[kPrefetch][4], wb[kPrefetch];
+  if (prefetch) {
+#pragma unroll
+    for (int k = 0; k < kPrefetch; ++k) {
+      const std::int64_t c = tid + k * kFinishThreads;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) xb[k][i] = (i < n && c < a.d) ? load_bits(a.x, t, i * a.d + c) : 0u;
+      wb[k] = norm && c < a.d ? load_bits(a.norm_w, 0, c) : 0u;
+    }
+  }
+  // This thread's coefficient parameters (read after the partial sums) are fetched now too.
+  const float base_v = tid < n_mix ? a.base[tid] : 0.0f;
+  const float scale_v = tid < n_mix ? a.scale[tid < n ? 0 : (tid < 2 * n ? 1 : 2)] : 0.0f;
+  const float* part = a.partial + t * slices * per;
+  const int group = kStageFloats / per;
+  float total = 0.0f;
+  for (int s0 = 0; s0 < slices; s0 += group) {
+    const int count = min(group, slices - s0);
+    stage_floats(stage, part + s0 * per, count * per);
+    __syncthreads();
+    if (tid < per) {
+#pragma unroll 8
+      for (int s = 0; s < count; ++s) total += stage[s * per + tid];
+    }
+    __syncthreads();
+  }
+  if (tid < per) mixes[tid] = total;
+  __syncthreads();
+  const float inv = 1.0f / sqrtf(mixes[n_mix] / static_cast<float>(width) + a.norm_eps);
+  if (tid < n_mix) {
+    const float mv = mixes[tid] * inv;
+    if (tid < n) {
+      pre[tid] = sigmoidf(mv * scale_v + base_v) + a.hc_eps;
+      if (a.pre != nullptr) a.pre[t * n + tid] = pre[tid];
+    } else if (tid < 2 * n) {
+      a.post[t * n + tid - n] = 2.0f * sigmoidf(mv * scale_v + base_v);
+    } else {
+      comb_s[tid - 2 * n] = mv * scale_v + base_v;
+    }
+  }
+  __syncthreads();
+  if (!a.head) {
+    sinkhorn_block(comb_s, n, a.iters, a.hc_eps);
+    __syncthreads();
+    for (int i = tid; i < n * n; i += kFinishThreads) a.comb[t * n * n + i] = comb_s[i];
+  }
+  if (!collapse) return;  // hc_mix: the collapse happens one site later
+  float yv[kPrefetch];
+  float ss = 0.0f;
+  const std::int64_t rest = prefetch ? static_cast<std::int64_t>(kPrefetch) * kFinishThreads : 0;
+  if (prefetch) {
+#pragma unroll
+    for (int k = 0; k < kPrefetch; ++k) {
+      const std::int64_t c = tid + k * kFinishThreads;
+      float v = 0.0f;
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        if (i < n) v = fmaf(pre[i], bits_value(a.x, xb[k][i]), v);
+      yv[k] = round_like(a.y.bf16, v);
+      if (c < a.d) {
+        if (norm) ss = fmaf(yv[k], yv[k], ss);
+        else store_elem(a.y, t, c, v);
+      }
+    }
+  }
+  for (std::int64_t c = rest + tid; c < a.d; c += kFinishThreads) {
+    float v = 0.0f;
+    for (int i = 0; i < n; ++i) v = fmaf(pre[i], load_elem(a.x, t, i * a.d + c), v);
+    store_elem(a.y, t, c, v);  // normalised below when fused: this thread re-reads its own value
+    const float r = round_like(a.y.bf16, v);
+    ss = fmaf(r, r, ss);
+  }
+  if (!norm) return;
+  ss = block_sum(ss, red);
+  const float rinv = 1.0f / sqrtf(ss / static_cast<float>(a.d) + a.rms_eps);
+  if (prefetch) {
+#pragma unroll
+    for (int k = 0; k < kPrefetch; ++k) {
+      const std::int64_t c = tid + k * kFinishThreads;
+      if (c < a.d) store_elem(a.y, t, c, bits_value(a.norm_w, wb[k]) * (yv[k] * rinv));
+    }
+  }
+  for (std::int64_t c = rest + tid; c < a.d; c += kFinishThreads)
+    store_elem(a.y, t, c, load_elem(a.norm_w, 0, c) * (load_elem(a.y, t, c) * rinv));
+}
+
+constexpr int kPostThreads = 256;
+
+// out[t, k, i] = post[t, k] · f[t, i] + Σ_j comb[t, j, k] · residual[t, j, i]. grid (column tiles,
+// T): the token's comb and post sit in shared memory, and one thread per column i loads its n
+// residual values at once (raw bits, all in flight) and writes the n outputs. Each output sums in
+// j order from 0, so the result never depends on the tiling.
+__global__ void __launch_bounds__(kPostThreads) hc_post_kernel(DevRows f, DevRows residual, const float* post,
+                                                               const float* comb, int n, std::int64_t d, DevRows out) {
+  __shared__ float comb_s[16 * 16];
+  __shared__ float post_s[16];
+  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * kPostThreads + threadIdx.x;
+  const bool live = i < d;
+  for (std::int64_t t = blockIdx.y; t < residual.rows; t += gridDim.y) {
+    std::uint32_t rb[16];
+#pragma unroll
+    for (int j = 0; j < 16; ++j) rb[j] = j < n && live ? load_bits(residual, t, j * d + i) : 0u;
+    const std::uint32_t fb = live ? load_bits(f, t, i) : 0u;
+    for (int e = threadIdx.x; e < n * n; e += kPostThreads) comb_s[e] = comb[t * n * n + e];
+    if (threadIdx.x < n) post_s[threadIdx.x] = post[t * n + threadIdx.x];
+    __syncthreads();
+    if (live) {
+      float res[16];
+#pragma unroll
+      for (int j = 0; j < 16; ++j) res[j] = bits_value(residual, rb[j]);
+      const float fv = bits_value(f, fb);
+      for (int k = 0; k < n; ++k) {
+        float acc = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 16; ++j)
+          if (j < n) acc = fmaf(comb_s[j * n + k], res[j], acc);
+        store_elem(out, t, k * d + i, post_s[k] * fv + acc);
+      }
+    }
+    __syncthreads();  // comb_s / post_s are rewritten for the next token
   }
 }
 
@@ -241,6 +405,29 @@ __global__ void compressor_pool_kernel(CompressorArgs a) {
       score = a.state_score[row * width + col];
     }
   };
+  constexpr int kRegRing = 16;
+  if (ring <= kRegRing) {
+    // Small rings (CSA: 2 × 4): every slot's loads are issued together, then the same three passes
+    // run from registers (one dependent load per slot and pass was ~9 us per call at batch 1).
+    float kvs[kRegRing], scores[kRegRing];
+#pragma unroll
+    for (int i = 0; i < kRegRing; ++i)
+      if (i < ring) load(i, kvs[i], scores[i]);
+    float mx = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < kRegRing; ++i)
+      if (i < ring) mx = fmaxf(mx, scores[i]);
+    float total = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kRegRing; ++i)
+      if (i < ring) total += expf(scores[i] - mx);
+    float pooled = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kRegRing; ++i)
+      if (i < ring) pooled += kvs[i] * (expf(scores[i] - mx) / total);
+    a.out[t * a.d + c] = pooled;
+    return;
+  }
   float kv, score;
   float max_score = -INFINITY;
   for (int i = 0; i < ring; ++i) {
@@ -286,18 +473,18 @@ std::int64_t hc_mix_partial_floats(std::int64_t tokens, int n, std::int64_t d, b
 void launch_hc_mix(const HcArgs& args, cudaStream_t stream) {
   if (args.x.rows == 0) return;
   const int slices = hc_slices(static_cast<std::int64_t>(args.n) * args.d);
-  hc_mix_partial_kernel<<<dim3(static_cast<unsigned>(slices), static_cast<unsigned>(args.x.rows)), kHcThreads, 0,
+  hc_mix_partial_kernel<<<dim3(static_cast<unsigned>(slices), static_cast<unsigned>(args.x.rows)), kPartialThreads, 0,
                           stream>>>(args);
-  hc_mix_finish_kernel<<<static_cast<unsigned>(args.x.rows), kHcThreads, 0, stream>>>(args, slices);
+  hc_mix_finish_kernel<<<static_cast<unsigned>(args.x.rows), kFinishThreads, 0, stream>>>(args, slices);
 }
 
 void launch_hc_post(const DevRows& f, const DevRows& residual, const float* post, const float* comb, int n,
                     std::int64_t d, const DevRows& out, cudaStream_t stream) {
-  const std::int64_t total = residual.rows * n * d;
+  const std::int64_t total = residual.rows * d;
   if (total == 0) return;
-  const std::int64_t blocks = (total + 255) / 256;
-  hc_post_kernel<<<static_cast<unsigned>(blocks > 65536 ? 65536 : blocks), 256, 0, stream>>>(f, residual, post, comb,
-                                                                                             n, d, out);
+  const dim3 grid(static_cast<unsigned>((d + kPostThreads - 1) / kPostThreads),
+                  static_cast<unsigned>(std::min<std::int64_t>(residual.rows, 65535)));
+  hc_post_kernel<<<grid, kPostThreads, 0, stream>>>(f, residual, post, comb, n, d, out);
 }
 
 void launch_hc_collapse(const DevRows& x, const float* pre, int n, std::int64_t d, const DevRows& y,

@@ -8,6 +8,7 @@ namespace deepinfer::ops::cuda {
 namespace {
 
 constexpr int kThreads = 256;
+constexpr int kNormRegs = 8;  // row values per thread held in registers by rms_norm_kernel
 
 int grid_for(std::int64_t n, int threads = kThreads) {
   const std::int64_t blocks = (n + threads - 1) / threads;
@@ -30,6 +31,33 @@ __global__ void convert_kernel(DevRows src, DevRows dst) {
   }
 }
 
+constexpr int kCopyBatch = 8;                              // loads in flight per thread
+constexpr std::int64_t kCopyChunk = kCopyBatch * kThreads;  // row elements per block (grid y)
+
+// Copies a row's width elements from src row sr to dst rows dr, dr + 1, ... (copies of them); block
+// y takes chunks y, y + gridDim.y, ... of kCopyChunk elements, each thread 8 loads (raw bits) in
+// flight before its stores: a loop of load/store pairs waits one memory latency per element, since
+// the stores may alias the next loads.
+__device__ __forceinline__ void copy_row(const DevRows& src, std::int64_t sr, const DevRows& dst, std::int64_t dr,
+                                         std::int64_t copies) {
+  constexpr int kBatch = kCopyBatch;
+  const std::int64_t width = src.width, step = blockDim.x;
+  for (std::int64_t i0 = blockIdx.y * kCopyChunk + threadIdx.x; i0 < width; i0 += gridDim.y * kCopyChunk) {
+    std::uint32_t v[kBatch];
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k) {
+      const std::int64_t i = i0 + k * step;
+      v[k] = i < width ? load_bits(src, sr, i) : 0u;
+    }
+    for (std::int64_t c = 0; c < copies; ++c)
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) {
+        const std::int64_t i = i0 + k * step;
+        if (i < width) store_elem(dst, dr + c, i, bits_value(src, v[k]));
+      }
+  }
+}
+
 __global__ void embedding_kernel(const std::int32_t* ids, DevRows table, DevRows out, std::int64_t copies, int* err) {
   const std::int64_t t = blockIdx.x;
   std::int32_t id = ids[t];
@@ -37,9 +65,7 @@ __global__ void embedding_kernel(const std::int32_t* ids, DevRows table, DevRows
     if (threadIdx.x == 0) report_fault(err, DeviceFault::kTokenId, id, table.rows);
     return;
   }
-  for (std::int64_t c = 0; c < copies; ++c)
-    for (std::int64_t i = threadIdx.x; i < table.width; i += blockDim.x)
-      store_elem(out, t * copies + c, i, load_elem(table, id, i));
+  copy_row(table, id, out, t * copies, copies);
 }
 
 __global__ void gather_kernel(DevRows src, const std::int32_t* rows, DevRows out, int* err) {
@@ -49,7 +75,7 @@ __global__ void gather_kernel(DevRows src, const std::int32_t* rows, DevRows out
     if (threadIdx.x == 0) report_fault(err, DeviceFault::kGatherRow, s, src.rows);
     return;
   }
-  for (std::int64_t i = threadIdx.x; i < src.width; i += blockDim.x) store_elem(out, r, i, load_elem(src, s, i));
+  copy_row(src, s, out, r, 1);
 }
 
 __global__ void scatter_kernel(DevRows src, DevRowSource dst, const std::int32_t* rows, int* err) {
@@ -65,7 +91,7 @@ __global__ void scatter_kernel(DevRows src, DevRowSource dst, const std::int32_t
     if (threadIdx.x == 0) report_fault(err, DeviceFault::kPageTable, d, dst.rows.rows);
     return;
   }
-  for (std::int64_t i = threadIdx.x; i < src.width; i += blockDim.x) store_elem(dst.rows, phys, i, load_elem(src, r, i));
+  copy_row(src, r, dst.rows, phys, 1);
 }
 
 // op 0: a + b; op 1: swiglu(a = gate, b = up) with clamp `limit` (0 = none); op 2: a * s.
@@ -92,20 +118,75 @@ __global__ void binary_kernel(DevRows a, DevRows b, DevRows out, int op, float p
   }
 }
 
-__global__ void rms_norm_kernel(DevRows x, DevRows weight, int has_weight, float eps, DevRows out) {
+// The rotation of one interleaved pair, shared by rope_kernel and the fused norm so both round alike.
+__device__ __forceinline__ void rotate_pair(float x0, float x1, float c, float s, float& y0, float& y1) {
+  y0 = x0 * c - x1 * s;
+  y1 = x0 * s + x1 * c;
+}
+
+// One block per row. The row and the weight are loaded up front, kNormRegs values per thread, so
+// their loads are in flight together (a strided loop of dependent loads was latency-bound: ~10 us
+// for one 4096-wide row). Thread tid sums columns tid, tid + kNormThreads, ... in order, then the
+// block sums the warps in order; hc_mix_finish_kernel's fused norm sums exactly the same way.
+// kRope: then rope_kernel's rotation of the stored (rounded) values, the pair partner's value
+// coming from the neighbouring lane (the row fits the registers, pairs start on even columns).
+template <bool kRope>
+__global__ void __launch_bounds__(kNormThreads) rms_norm_kernel(DevRows x, DevRows weight, int has_weight, float eps,
+                                                                DevRows out, RopeRows rope) {
   __shared__ float red[32];
   const std::int64_t r = blockIdx.x;
+  const int tid = static_cast<int>(threadIdx.x);
+  std::uint32_t vb[kNormRegs], wb[kNormRegs];
+#pragma unroll
+  for (int k = 0; k < kNormRegs; ++k) {
+    const std::int64_t c = tid + k * kNormThreads;
+    vb[k] = c < x.width ? load_bits(x, r, c) : 0u;
+    wb[k] = has_weight && c < x.width ? load_bits(weight, 0, c) : 0u;
+  }
+  float v[kNormRegs], w[kNormRegs];
+#pragma unroll
+  for (int k = 0; k < kNormRegs; ++k) {
+    v[k] = bits_value(x, vb[k]);
+    w[k] = bits_value(weight, wb[k]);
+  }
   float ss = 0.0f;
-  for (std::int64_t i = threadIdx.x; i < x.width; i += blockDim.x) {
-    const float v = load_elem(x, r, i);
-    ss += v * v;
+#pragma unroll
+  for (int k = 0; k < kNormRegs; ++k)
+    if (tid + k * kNormThreads < x.width) ss = fmaf(v[k], v[k], ss);
+  const std::int64_t rest = static_cast<std::int64_t>(kNormRegs) * kNormThreads;
+  for (std::int64_t c = rest + tid; !kRope && c < x.width; c += kNormThreads) {
+    const float u = load_elem(x, r, c);
+    ss = fmaf(u, u, ss);
   }
   ss = block_sum(ss, red);
   const float inv = 1.0f / sqrtf(ss / static_cast<float>(x.width) + eps);
-  for (std::int64_t i = threadIdx.x; i < x.width; i += blockDim.x) {
-    float v = load_elem(x, r, i) * inv;
-    if (has_weight) v = load_elem(weight, 0, i) * v;
-    store_elem(out, r, i, v);
+  float pos = 0.0f;
+  if (kRope) pos = static_cast<float>(rope.positions[r / rope.heads]);
+#pragma unroll
+  for (int k = 0; k < kNormRegs; ++k) {
+    const std::int64_t c = tid + k * kNormThreads;
+    float o = v[k] * inv;
+    if (has_weight) o = w[k] * o;
+    if (kRope) {
+      const float mine = round_like(out.bf16, o);
+      const float partner = __shfl_xor_sync(0xffffffffu, mine, 1);  // column c ^ 1
+      const std::int64_t first = x.width - rope.rope_dim;
+      if (c >= first && c < x.width) {
+        float sn, cs, y0, y1;
+        sincosf(pos * rope.inv_freq[(c - first) / 2], &sn, &cs);
+        const bool even = ((c - first) & 1) == 0;
+        rotate_pair(even ? mine : partner, even ? partner : mine, cs, sn, y0, y1);
+        o = even ? y0 : y1;
+      }
+    }
+    if (c < x.width) store_elem(out, r, c, o);
+  }
+  // Columns past the registers (never with kRope): each is re-read by the thread that summed it
+  // (out may alias x).
+  for (std::int64_t c = rest + tid; !kRope && c < x.width; c += kNormThreads) {
+    float o = load_elem(x, r, c) * inv;
+    if (has_weight) o = load_elem(weight, 0, c) * o;
+    store_elem(out, r, c, o);
   }
 }
 
@@ -124,10 +205,10 @@ __global__ void rope_kernel(DevRows x, std::int64_t heads, const std::int32_t* p
     sincosf(angle, &s, &c);
     if (inverse) s = -s;
     const std::int64_t col = x.width - rope_dim + 2 * p;
-    const float x0 = load_elem(x, r, col);
-    const float x1 = load_elem(x, r, col + 1);
-    store_elem(x, r, col, x0 * c - x1 * s);
-    store_elem(x, r, col + 1, x0 * s + x1 * c);
+    float y0, y1;
+    rotate_pair(load_elem(x, r, col), load_elem(x, r, col + 1), c, s, y0, y1);
+    store_elem(x, r, col, y0);
+    store_elem(x, r, col + 1, y1);
   }
 }
 
@@ -214,6 +295,12 @@ __global__ void argmax_kernel(DevRows logits, std::int32_t* out) {
 
 }  // namespace
 
+// Blocks per row of a row copy (grid y): one per kCopyChunk elements, at most 64.
+static unsigned copy_chunks(std::int64_t width) {
+  const std::int64_t chunks = (width + kCopyChunk - 1) / kCopyChunk;
+  return static_cast<unsigned>(chunks < 1 ? 1 : (chunks > 64 ? 64 : chunks));
+}
+
 void launch_fill(const DevRows& m, float value, cudaStream_t stream) {
   fill_kernel<<<grid_for(m.rows * m.width), kThreads, 0, stream>>>(m, value);
 }
@@ -225,19 +312,22 @@ void launch_convert(const DevRows& src, const DevRows& dst, cudaStream_t stream)
 void launch_embedding(const std::int32_t* ids, std::int64_t count, const DevRows& table, const DevRows& out,
                       std::int64_t copies, int* err, cudaStream_t stream) {
   if (count == 0) return;
-  embedding_kernel<<<static_cast<unsigned>(count), kThreads, 0, stream>>>(ids, table, out, copies, err);
+  const dim3 grid(static_cast<unsigned>(count), copy_chunks(table.width));
+  embedding_kernel<<<grid, kThreads, 0, stream>>>(ids, table, out, copies, err);
 }
 
 void launch_gather_rows(const DevRows& src, const std::int32_t* rows, const DevRows& out, int* err,
                         cudaStream_t stream) {
   if (out.rows == 0) return;
-  gather_kernel<<<static_cast<unsigned>(out.rows), kThreads, 0, stream>>>(src, rows, out, err);
+  const dim3 grid(static_cast<unsigned>(out.rows), copy_chunks(src.width));
+  gather_kernel<<<grid, kThreads, 0, stream>>>(src, rows, out, err);
 }
 
 void launch_scatter_rows(const DevRows& src, const DevRowSource& dst, const std::int32_t* rows, int* err,
                          cudaStream_t stream) {
   if (src.rows == 0) return;
-  scatter_kernel<<<static_cast<unsigned>(src.rows), kThreads, 0, stream>>>(src, dst, rows, err);
+  const dim3 grid(static_cast<unsigned>(src.rows), copy_chunks(src.width));
+  scatter_kernel<<<grid, kThreads, 0, stream>>>(src, dst, rows, err);
 }
 
 void launch_binary(const DevRows& a, const DevRows& b, const DevRows& out, BinaryOp op, float param,
@@ -247,8 +337,20 @@ void launch_binary(const DevRows& a, const DevRows& b, const DevRows& out, Binar
 
 void launch_rms_norm(const DevRows& x, const DevRows* weight, float eps, const DevRows& out, cudaStream_t stream) {
   if (x.rows == 0) return;
-  rms_norm_kernel<<<static_cast<unsigned>(x.rows), kThreads, 0, stream>>>(x, weight ? *weight : DevRows{},
-                                                                           weight ? 1 : 0, eps, out);
+  rms_norm_kernel<false><<<static_cast<unsigned>(x.rows), kNormThreads, 0, stream>>>(
+      x, weight ? *weight : DevRows{}, weight ? 1 : 0, eps, out, RopeRows{});
+}
+
+bool rms_norm_rope_fits(std::int64_t width, int rope_dim) {
+  return width <= static_cast<std::int64_t>(kNormRegs) * kNormThreads && rope_dim % 2 == 0 && rope_dim <= width &&
+         (width - rope_dim) % 2 == 0;
+}
+
+void launch_rms_norm_rope(const DevRows& x, const DevRows* weight, float eps, const RopeRows& rope,
+                          cudaStream_t stream) {
+  if (x.rows == 0) return;
+  rms_norm_kernel<true><<<static_cast<unsigned>(x.rows), kNormThreads, 0, stream>>>(
+      x, weight ? *weight : DevRows{}, weight ? 1 : 0, eps, x, rope);
 }
 
 void launch_rope(const DevRows& x, std::int64_t heads, const std::int32_t* positions, const float* inv_freq,
