@@ -5,7 +5,8 @@
 // usage: ops_cuda_bench [--quick | --attention (that section alone) | --gemm (ceilings, GEMMs, experts) |
 //                        --moe (ceilings, routed experts at decode sizes) | --moe-trace (experts, default vs
 //                        the bulk-copy kernel, a 30 ms pause after each timing: for a kernel trace) |
-//                        --decode (ceilings, decode linears of 1..32 rows streamed from HBM)]
+//                        --decode (ceilings, decode linears of 1..32 rows streamed from HBM) |
+//                        --moe-prefill (ceilings, routed experts at prefill sizes: the prefill GEMM vs skinny)]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -475,19 +476,19 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (argc > 1 && std::strcmp(argv[1], "--moe-prefill") == 0) {
-      // Prefill sizes: the 128-row-item fp4 GEMM (default from 32 rows per expert; 'prefill forced' at
-      // every size; '4 warps' = warp tiles of 64 x 64) against the skinny FP8 path it replaces ('prefill off').
+      // Prefill sizes: the 128-row-item fp4 GEMM (default from 32 rows per expert, wgmma; 'forced' at every
+      // size; 'mma.sync' = the batch-invariant kernel) against the skinny FP8 path it replaces ('off').
       Roof roof;
       measure_roof(roof, *fast);
-      CudaBackendOptions forced_options, four_options, off_options;
+      CudaBackendOptions forced_options, sync_options, off_options;
       forced_options.moe_prefill_min_rows = 1;
-      four_options.moe_prefill_min_rows = 1;
-      four_options.moe_prefill_warps = 4;
+      sync_options.moe_prefill_min_rows = 1;
+      sync_options.moe_prefill_wgmma = false;
       off_options.moe_prefill_min_rows = 0;
       auto forced = make_cuda_backend(forced_options);
-      auto four = make_cuda_backend(four_options);
+      auto sync = make_cuda_backend(sync_options);
       auto off = make_cuda_backend(off_options);
-      bench_experts({{"default", fast.get()}, {"prefill forced", forced.get()}, {"prefill 4 warps", four.get()},
+      bench_experts({{"default", fast.get()}, {"prefill forced", forced.get()}, {"prefill mma.sync", sync.get()},
                      {"prefill off", off.get()}},
                     roof, {256, 1024, 2048, 8192}, false);
       return 0;

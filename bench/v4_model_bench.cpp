@@ -7,6 +7,7 @@
 // usage: v4_model_bench --config CONFIG_OR_DIR [--num-layers 8] [--device cuda|cpu]
 //          [--prefill 1024,8192] [--batches 1,8,32,128,256] [--contexts 1024,8192] [--steps 4]
 //          [--engram-rows 4194304 (0: the config's)] [--moe-prefill-min-rows 32 (0: no prefill expert GEMM)]
+//          [--moe-prefill-wgmma 1 (0: the mma.sync kernel)]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -38,6 +39,7 @@ struct Args {
   int steps = 4;
   std::int64_t engram_rows = std::int64_t{1} << 22;
   int moe_prefill_min_rows = ops::CudaBackendOptions{}.moe_prefill_min_rows;  // 0: prefill experts on the skinny path
+  bool moe_prefill_wgmma = ops::CudaBackendOptions{}.moe_prefill_wgmma;
 };
 
 std::vector<std::int64_t> parse_list(const std::string& text) {
@@ -65,6 +67,7 @@ Args parse_args(int argc, char** argv) {
     else if (flag == "--steps") a.steps = std::stoi(v);
     else if (flag == "--engram-rows") a.engram_rows = std::stoll(v);
     else if (flag == "--moe-prefill-min-rows") a.moe_prefill_min_rows = std::stoi(v);
+    else if (flag == "--moe-prefill-wgmma") a.moe_prefill_wgmma = std::stoi(v) != 0;
     else throw_error("unknown flag {}", flag);
   }
   DI_CHECK(!a.config.empty(), "--config (a config.json or a model directory) is required");
@@ -199,6 +202,7 @@ int main(int argc, char** argv) try {
   ops::CudaBackendOptions cuda_options;
   cuda_options.batch_invariant = env::flags().batch_invariant;
   cuda_options.moe_prefill_min_rows = args.moe_prefill_min_rows;
+  cuda_options.moe_prefill_wgmma = args.moe_prefill_wgmma;
   auto backend = gpu ? ops::make_cuda_backend(cuda_options) : ops::make_cpu_backend();
   ops::Backend& be = *backend;
   const std::filesystem::path path = std::filesystem::is_directory(args.config)

@@ -114,7 +114,12 @@ void CudaBackend::indexer_scores(const Tensor& q, const RowView& keys, const Ten
   a.out_stride = out.stride(0);
   a.err = err_;
   activate();
-  launch_indexer_scores(a, t_count, stream_);
+  if (!options_.batch_invariant && options_.indexer_mma_min_tokens > 0 && t_count >= options_.indexer_mma_min_tokens &&
+      indexer_mma_eligible(a)) {
+    launch_indexer_scores_mma(a, t_count, stream_);  // prefill: tensor cores (indexer_mma_kernels.cu)
+  } else {
+    launch_indexer_scores(a, t_count, stream_);
+  }
   DI_CUDA_CHECK_LAUNCH("indexer_scores");
 }
 

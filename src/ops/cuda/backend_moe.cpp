@@ -265,7 +265,11 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& expert_ids, const T
   g.items = place.items;
   g.item_count = place.item_count;
   if (prefill) {
-    launch_moe_prefill_gemm(g, static_cast<int>(max_items), 2, stream_);
+    if (options_.moe_prefill_wgmma && !options_.batch_invariant) {
+      launch_moe_prefill_wgmma(g, static_cast<int>(max_items), 2, stream_);
+    } else {
+      launch_moe_prefill_gemm(g, static_cast<int>(max_items), 2, stream_);
+    }
   } else if (gemv) {
     launch_gemv(format, true, g, static_cast<int>(max_items), 2, stream_);
   } else {
@@ -294,7 +298,11 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& expert_ids, const T
   g2.out[1] = nullptr;
   g2.ldo = dim;
   if (prefill) {
-    launch_moe_prefill_gemm(g2, static_cast<int>(max_items), 1, stream_);
+    if (options_.moe_prefill_wgmma && !options_.batch_invariant) {
+      launch_moe_prefill_wgmma(g2, static_cast<int>(max_items), 1, stream_);
+    } else {
+      launch_moe_prefill_gemm(g2, static_cast<int>(max_items), 1, stream_);
+    }
   } else if (gemv) {
     launch_gemv(format, true, g2, static_cast<int>(max_items), 1, stream_);
   } else {

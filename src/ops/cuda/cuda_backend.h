@@ -53,9 +53,15 @@ struct CudaBackendOptions {
   // both), so off by default.
   int moe_fp4_pipe_stages = 0;
   // Prefill: fp4 experts with at least this many rows per expert on average (0 = off) go through the
-  // grouped GEMM that widens each weight tile to bf16 once per 128-row item (moe_prefill_kernels.cu);
-  // bit-identical to the batch-invariant mma.sync pipeline, so that mode takes it too.
+  // grouped GEMM that widens each weight tile to bf16 once per 128-row item (moe_prefill_kernels.cu,
+  // mma.sync: bit-identical to the batch-invariant mma.sync pipeline, so that mode takes it too).
   int moe_prefill_min_rows = 32;
+  // That GEMM on sm_90a wgmma (moe_prefill_wgmma.cu: 37.6 vs 49.2 ms for the 8K prefill's experts,
+  // 4 layers); it sums in its own order, so batch-invariant mode keeps the mma.sync kernel.
+  bool moe_prefill_wgmma = true;
+  // Steps of at least this many tokens (0 = never) with bf16 q and keys score the lightning indexer on
+  // tensor cores (indexer_mma_kernels.cu); fewer, or batch-invariant mode: the SIMT kernel.
+  int indexer_mma_min_tokens = 32;
 };
 
 // The backend on CUDA device `device` (options from the environment).

@@ -109,6 +109,8 @@ constexpr int kMoePrefillRows = 128;
 constexpr int kMoePrefillMaxK = 4096;
 bool moe_prefill_fits(const DevWeight& w, DevWeightFormat format, std::int64_t n, std::int64_t k, std::int64_t ldo);
 void launch_moe_prefill_gemm(const MmaGemmArgs& args, int grid_y, int grid_z, cudaStream_t stream);
+// The same GEMM on sm_90a warpgroup MMA (moe_prefill_wgmma.cu; same requirements, same grid).
+void launch_moe_prefill_wgmma(const MmaGemmArgs& args, int grid_y, int grid_z, cudaStream_t stream);
 void launch_simt_gemm(const SimtGemmArgs& args, cudaStream_t stream);
 void launch_splitk_reduce(const float* partial, int splits, std::int64_t m, std::int64_t n, const DevRows& out,
                           cudaStream_t stream);
@@ -288,6 +290,10 @@ bool sparse_attention_mma_eligible(const AttentionArgs& args);
 void plan_sparse_attention_mma(AttentionArgs& args, std::int64_t tokens, int sm_count, bool batch_invariant);
 void launch_sparse_attention_mma(const AttentionArgs& args, std::int64_t tokens, cudaStream_t stream);
 void launch_indexer_scores(const IndexerArgs& args, std::int64_t tokens, cudaStream_t stream);
+// Tensor-core variant for prefill-sized steps (indexer_mma_kernels.cu): bf16 q and keys with 16-byte
+// aligned rows, d % 16 == 0 (<= 256), heads % 16 == 0 (<= 128). Same grid limits as the SIMT kernel.
+bool indexer_mma_eligible(const IndexerArgs& args);
+void launch_indexer_scores_mma(const IndexerArgs& args, std::int64_t tokens, cudaStream_t stream);
 void launch_topk_visible(const TopkArgs& args, std::int64_t rows, cudaStream_t stream);
 
 // ---- compressor / mHC ------------------------------------------------------------------------------
@@ -345,6 +351,12 @@ void launch_compressor(const CompressorArgs& args, cudaStream_t stream);
 // Floats of scratch launch_hc_mix needs for T tokens (per-slice partial sums of the mixes).
 std::int64_t hc_mix_partial_floats(std::int64_t tokens, int n, std::int64_t d, bool head);
 void launch_hc_mix(const HcArgs& args, cudaStream_t stream);
+// Prefill-sized steps (mhc_prefill_kernels.cu): the partial sums of launch_hc_mix for >= kHcMixPrefillRows
+// bf16 rows from one block per (slice, 64 tokens), bit-identical to the per-token kernel (same products
+// and summation order). False (nothing launched) unless the shape fits and split / threads are the
+// per-token kernel's 512 / 512.
+constexpr std::int64_t kHcMixPrefillRows = 64;
+bool launch_hc_mix_partial_prefill(const HcArgs& args, std::int64_t split, int threads, cudaStream_t stream);
 // y[t, c] = Σ_i pre[t, i] · x[t, i·D + c] (f32, stream order).
 void launch_hc_collapse(const DevRows& x, const float* pre, int n, std::int64_t d, const DevRows& y,
                         cudaStream_t stream);

@@ -473,8 +473,9 @@ std::int64_t hc_mix_partial_floats(std::int64_t tokens, int n, std::int64_t d, b
 void launch_hc_mix(const HcArgs& args, cudaStream_t stream) {
   if (args.x.rows == 0) return;
   const int slices = hc_slices(static_cast<std::int64_t>(args.n) * args.d);
-  hc_mix_partial_kernel<<<dim3(static_cast<unsigned>(slices), static_cast<unsigned>(args.x.rows)), kPartialThreads, 0,
-                          stream>>>(args);
+  if (!launch_hc_mix_partial_prefill(args, kHcSplit, kPartialThreads, stream))  // prefill: fn read per 64 tokens
+    hc_mix_partial_kernel<<<dim3(static_cast<unsigned>(slices), static_cast<unsigned>(args.x.rows)), kPartialThreads,
+                            0, stream>>>(args);
   hc_mix_finish_kernel<<<static_cast<unsigned>(args.x.rows), kFinishThreads, 0, stream>>>(args, slices);
 }
 

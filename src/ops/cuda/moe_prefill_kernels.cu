@@ -2,49 +2,29 @@
 // 128-row work item of an expert with a 128-column tile of that expert's fp4 weight on bf16 tensor
 // cores. The fp4 tile is widened to bf16 (e2m1 value × ue8m0 block scale: exact in bf16) once in
 // shared memory and reused by all 128 rows, where the skinny kernels re-read the weights per 8-32 rows.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_fp8.h>
-
 #include "ops/cuda/device_formats.cuh"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/mma_sync.cuh"
-#include "ops/cuda/skinny_mma.cuh"
+#include "ops/cuda/moe_prefill.cuh"
 
 namespace deepinfer::ops::cuda {
 namespace {
 
-constexpr int kBM = kMoePrefillRows;  // rows per item
-constexpr int kBN = 128;              // weight rows (output columns) per block
-constexpr int kBK = 64;               // K per pipeline stage
-constexpr int kStages = 3;
-constexpr int kThreads = 256;         // 8 warps: 2 (M) x 4 (N), warp tile 64 x 32
+using prefill::fp4x8_to_bf16x8;
+using prefill::kBK;
+using prefill::kBM;
+using prefill::kBN;
+using prefill::kRawBytes;
+using prefill::kScaleSmem;
+using prefill::kStages;
+constexpr int kThreads = 256;  // 8 warps: 2 (rows) x 4 (columns), warp tiles of 64 x 32
 constexpr int kWarpsN = 4;
 constexpr int kWtm = 64, kWtn = 32, kMFrag = kWtm / 16, kNFrag = kWtn / 8;
-constexpr int kLd = 72;               // bf16 per shared row (64 + 8: conflict-free ldmatrix)
-constexpr int kRawBytes = kBK / 2;    // fp4 bytes per weight row and stage
+constexpr int kLd = 72;  // bf16 per shared row (64 + 8: conflict-free ldmatrix)
 constexpr int kASmem = kStages * kBM * kLd * 2;
 constexpr int kRawSmem = kStages * kBN * kRawBytes;
 constexpr int kDeqSmem = kBN * kLd * 2;
-constexpr int kScaleSmem = kBN * (kMoePrefillMaxK / 32);  // the block's ue8m0 scales, loaded once
 constexpr int kSmem = kASmem + kRawSmem + kDeqSmem + kScaleSmem + kBM * 4;
-static_assert(kThreads == 2 * kBN, "dequant: one thread per half row (32 elements, one scale)");
-
-// 8 e2m1 nibbles (element j = bits 4j..4j+3) times a power-of-two scale -> 8 bf16 (exact): through
-// the exact e4m3 widening, the hardware e4m3 -> f16 pair conversion and f32.
-__device__ __forceinline__ uint4 fp4x8_to_bf16x8(std::uint32_t word, float scale) {
-  const std::uint32_t q[2] = {skinny::e2m1x4_to_e4m3x4(word & 0xffffu), skinny::e2m1x4_to_e4m3x4(word >> 16)};
-  std::uint32_t out[4];
-#pragma unroll
-  for (int p = 0; p < 4; ++p) {
-    const auto pair = static_cast<__nv_fp8x2_storage_t>((q[p / 2] >> (16 * (p % 2))) & 0xffffu);
-    const __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3);
-    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&hr));
-    const __nv_bfloat162 b = __floats2bfloat162_rn(f.x * scale, f.y * scale);
-    out[p] = *reinterpret_cast<const std::uint32_t*>(&b);
-  }
-  return make_uint4(out[0], out[1], out[2], out[3]);
-}
 
 // Grid: (n / kBN, max items, weight sets). Items: {expert, first placed row, rows <= kBM, 0}.
 // Every output element sums K in one fixed order (64-K stages, 16-K mma steps), whatever the item
@@ -93,23 +73,31 @@ __global__ void __launch_bounds__(kThreads, 2) moe_prefill_fp4_kernel(MmaGemmArg
       const std::uint16_t* g = src >= 0 ? args.a + src * args.lda + kt * kBK + c * 8 : args.a;
       cp_async16_zfill(smem_u32(a_dst + r * kLd + c * 8), g, src >= 0);
     }
-    const int r = tid / 2, c = tid % 2;
-    cp_async16_zfill(smem_u32(raw_s + stage * kBN * kRawBytes + r * kRawBytes + c * 16),
-                     w_bytes + (n0 + r) * w_row_bytes + static_cast<std::int64_t>(kt) * kRawBytes + c * 16, true);
+#pragma unroll
+    for (int it = 0; it < kBN * 2 / kThreads; ++it) {
+      const int idx = tid + it * kThreads, r = idx / 2, c = idx % 2;
+      cp_async16_zfill(smem_u32(raw_s + stage * kBN * kRawBytes + r * kRawBytes + c * 16),
+                       w_bytes + (n0 + r) * w_row_bytes + static_cast<std::int64_t>(kt) * kRawBytes + c * 16, true);
+    }
   };
 
-  // Thread t widens half row t / 2 of the stage's fp4 tile (32 elements: one scale block).
+  // Half row idx / 2 of the stage's fp4 tile (32 elements: one scale block) per thread and step.
   auto dequant_tile = [&](int stage, int kt) {
-    const int r = tid / 2, h = tid % 2;
-    const uint4 raw = *reinterpret_cast<const uint4*>(raw_s + stage * kBN * kRawBytes + r * kRawBytes + h * 16);
-    const float s = ue8m0_to_f32(sc_s[r * scols + kt * 2 + h]);
-    std::uint16_t* dst = deq_s + r * kLd + h * 32;
-    const std::uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
-    for (int i = 0; i < 4; ++i) *reinterpret_cast<uint4*>(dst + i * 8) = fp4x8_to_bf16x8(words[i], s);
+    for (int it = 0; it < kBN * 2 / kThreads; ++it) {
+      const int idx = tid + it * kThreads, r = idx / 2, h = idx % 2;
+      const uint4 raw = *reinterpret_cast<const uint4*>(raw_s + stage * kBN * kRawBytes + r * kRawBytes + h * 16);
+      const float s = ue8m0_to_f32(sc_s[r * scols + kt * 2 + h]);
+      std::uint16_t* dst = deq_s + r * kLd + h * 32;
+      const std::uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) *reinterpret_cast<uint4*>(dst + i * 8) = fp4x8_to_bf16x8(words[i], s);
+    }
   };
 
   float acc[kMFrag][kNFrag][4] = {};
+  // 16-row fragments of this warp that hold rows of the item (a partial item skips the rest's mma).
+  const int live = min(kMFrag, max(0, (mrows - wm * kWtm + 15) / 16));
   auto compute_tile = [&](int stage) {
     const std::uint16_t* a_tile = a_s + stage * kBM * kLd;
 #pragma unroll
@@ -117,7 +105,8 @@ __global__ void __launch_bounds__(kThreads, 2) moe_prefill_fp4_kernel(MmaGemmArg
       std::uint32_t af[kMFrag][4];
 #pragma unroll
       for (int mf = 0; mf < kMFrag; ++mf)
-        ldsm_x4(smem_u32(a_tile + (wm * kWtm + mf * 16 + lane % 16) * kLd + kk * 16 + (lane / 16) * 8), af[mf]);
+        if (mf < live)
+          ldsm_x4(smem_u32(a_tile + (wm * kWtm + mf * 16 + lane % 16) * kLd + kk * 16 + (lane / 16) * 8), af[mf]);
 #pragma unroll
       for (int nf2 = 0; nf2 < kNFrag / 2; ++nf2) {
         std::uint32_t bf[4];
@@ -126,6 +115,7 @@ __global__ void __launch_bounds__(kThreads, 2) moe_prefill_fp4_kernel(MmaGemmArg
                 bf);
 #pragma unroll
         for (int mf = 0; mf < kMFrag; ++mf) {
+          if (mf >= live) continue;
           mma_m16n8k16_bf16(acc[mf][2 * nf2], af[mf], bf[0], bf[1]);
           mma_m16n8k16_bf16(acc[mf][2 * nf2 + 1], af[mf], bf[2], bf[3]);
         }
@@ -181,8 +171,8 @@ bool moe_prefill_fits(const DevWeight& w, DevWeightFormat format, std::int64_t n
 }
 
 void launch_moe_prefill_gemm(const MmaGemmArgs& args, int grid_y, int grid_z, cudaStream_t stream) {
-  cudaFuncSetAttribute(moe_prefill_fp4_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   const dim3 grid(static_cast<unsigned>(args.n / kBN), static_cast<unsigned>(grid_y), static_cast<unsigned>(grid_z));
+  cudaFuncSetAttribute(moe_prefill_fp4_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   moe_prefill_fp4_kernel<<<grid, kThreads, kSmem, stream>>>(args);
 }
 
