@@ -94,6 +94,31 @@ TEST(CudaParity, IndexerScoresMatchCpu) {
     }
 }
 
+// The SIMT kernel's staging and float4 dot products on shapes the model does not use: d not a
+// multiple of 4, d past the 256-thread stride, a head count that leaves head groups empty.
+TEST(CudaParity, IndexerScoresMatchCpuForOddHeadDims) {
+  DEEPINFER_REQUIRE_GPU();
+  for (std::int64_t heads : {3, 17})
+    for (std::int64_t d : {37, 300})
+      for (std::int64_t t : {1, 3}) {
+        SCOPED_TRACE(testing::Message() << t << " tokens, " << heads << " heads of " << d);
+        const Tensor q = random_tensor({t, heads, d}, 34, 1.0f, DType::kBF16);
+        const RowView keys = RowView::contiguous(random_tensor({200, d}, 35, 1.0f, DType::kBF16));
+        const Tensor w = random_tensor({t, heads}, 36);
+        std::vector<std::int32_t> base(static_cast<std::size_t>(t)), count(static_cast<std::size_t>(t));
+        for (std::int64_t i = 0; i < t; ++i) {
+          base[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(i * 11);
+          count[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(150 - i * 40);
+        }
+        const Tensor row_base = i32_tensor({t}, base), counts = i32_tensor({t}, count);
+        Tensor want = Tensor::empty({t, 160}, DType::kF32);
+        backend().indexer_scores(q, keys, row_base, counts, w, want);
+        Tensor got = poisoned({t, 160}, DType::kF32);
+        gpu().indexer_scores(to_gpu(q), to_gpu(keys), to_gpu(row_base), to_gpu(counts), to_gpu(w), got);
+        expect_parity_masked(got, want, 1e-4);
+      }
+}
+
 TEST(CudaParity, TopkVisibleMatchesCpuIncludingTiesAndShortRows) {
   DEEPINFER_REQUIRE_GPU();
   for (std::int64_t n : {1, 10, 600, 5000})

@@ -210,25 +210,34 @@ constexpr int kIdxGroups = 16;  // head groups per key (kIdxKeys × kIdxGroups =
 // different banks; the padding columns hold zeros.
 __host__ __device__ inline int indexer_row_stride(int d) { return (d + 3) / 4 * 4 + 4; }
 
-// Loads n floats of rows (row r of `rows` = logical row of element i / d) into shared memory with 8
-// loads in flight per thread; row < 0 gives zeros.
+// Stages count_rows rows of d values (row j from source row row_of(j), < 0 = zeros) into shared
+// memory rows of `stride` floats, 8 loads (raw bits) in flight per thread. Element i = tid + 256·k
+// is (row, column) = divmod(i, d), walked incrementally (no division per element).
 template <typename RowOf>
 __device__ __forceinline__ void stage_rows(float* dst, int stride, int count_rows, int d, const DevRows& src,
                                            RowOf row_of) {
   const int total = count_rows * d;
+  const int step_rows = 256 / d, step_cols = 256 % d;
+  int row = static_cast<int>(threadIdx.x) / d, col = static_cast<int>(threadIdx.x) % d;
   for (int i0 = threadIdx.x; i0 < total; i0 += 8 * 256) {
-    std::uint32_t v[8];  // raw bits: all 8 loads are in flight before the first is converted
+    std::uint32_t v[8];
+    int rows[8], cols[8];
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
-      const int i = i0 + k * 256;
-      const std::int64_t r = i < total ? row_of(i / d) : -1;
-      v[k] = r >= 0 ? load_bits(src, r, i % d) : 0u;
+      rows[k] = row;
+      cols[k] = col;
+      const std::int64_t r = i0 + k * 256 < total ? row_of(row) : -1;
+      v[k] = r >= 0 ? load_bits(src, r, col) : 0u;
+      row += step_rows;
+      col += step_cols;
+      if (col >= d) {
+        col -= d;
+        ++row;
+      }
     }
 #pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      const int i = i0 + k * 256;
-      if (i < total) dst[(i / d) * stride + i % d] = bits_value(src, v[k]);
-    }
+    for (int k = 0; k < 8; ++k)
+      if (i0 + k * 256 < total) dst[rows[k] * stride + cols[k]] = bits_value(src, v[k]);
   }
 }
 

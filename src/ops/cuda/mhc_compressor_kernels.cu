@@ -10,7 +10,7 @@ namespace deepinfer::ops::cuda {
 namespace {
 
 constexpr int kHcThreads = 256;
-constexpr int kMixChunk = 24;  // mixing sums held in registers per pass over the stream row
+constexpr int kMixChunk = 12;  // mixing sums held in registers per block (grid z covers the rest)
 constexpr int kMaxMix = (2 + 16) * 16;
 
 __device__ __forceinline__ float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
@@ -57,7 +57,7 @@ __host__ __device__ inline int hc_slices(std::int64_t width) {
 
 // grid (slices, T): partial[t, s, m] = Σ_{i in slice s} fn[m, i] · x[t, i] for every mix m, and
 // partial[t, s, n_mix] = Σ x[t, i]² over the slice.
-__global__ void __launch_bounds__(kPartialThreads) hc_mix_partial_kernel(HcArgs a) {
+__global__ void __launch_bounds__(kPartialThreads, 2) hc_mix_partial_kernel(HcArgs a) {
   __shared__ float red[kPartialThreads / 32][kMixChunk + 1];
   const int slice = blockIdx.x, slices = gridDim.x;
   const std::int64_t t = blockIdx.y;
@@ -66,18 +66,21 @@ __global__ void __launch_bounds__(kPartialThreads) hc_mix_partial_kernel(HcArgs 
   const std::int64_t begin = slice * kHcSplit, end = begin + kHcSplit < width ? begin + kHcSplit : width;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   float* out = a.partial + (t * slices + slice) * (n_mix + 1);
-  for (int m0 = 0; m0 < n_mix; m0 += kMixChunk) {
+  // Grid z splits the mixes (kMixChunk per block) so a decode step's fn reads spread over twice the
+  // SMs; each mix's partial is computed exactly as without the split. Block z = 0 writes Σ x².
+  const int m_begin = static_cast<int>(blockIdx.z) * kMixChunk;
+  for (int m0 = m_begin; m0 < n_mix && m0 < m_begin + kMixChunk; m0 += kMixChunk) {
     float acc[kMixChunk];
 #pragma unroll
     for (int m = 0; m < kMixChunk; ++m) acc[m] = 0.0f;
     float ss = 0.0f;
     for (std::int64_t i = begin + threadIdx.x; i < end; i += kPartialThreads) {
-      // Every load first (x as raw bits; fn rows clamped to the last mix, whose extra products are
-      // never written), so they are all in flight together.
+      // Every load first (x as raw bits), so they are all in flight together.
       const std::uint32_t xb = load_bits(a.x, t, i);
+      const float* fn = a.fn + m0 * width + i;
       float fv[kMixChunk];
 #pragma unroll
-      for (int m = 0; m < kMixChunk; ++m) fv[m] = a.fn[min(m0 + m, n_mix - 1) * width + i];
+      for (int m = 0; m < kMixChunk; ++m) fv[m] = m0 + m < n_mix ? fn[m * width] : 0.0f;
       const float xv = bits_value(a.x, xb);
       ss = fmaf(xv, xv, ss);
 #pragma unroll
@@ -473,9 +476,11 @@ std::int64_t hc_mix_partial_floats(std::int64_t tokens, int n, std::int64_t d, b
 void launch_hc_mix(const HcArgs& args, cudaStream_t stream) {
   if (args.x.rows == 0) return;
   const int slices = hc_slices(static_cast<std::int64_t>(args.n) * args.d);
+  const int n_mix = args.head ? args.n : (2 + args.n) * args.n;
   if (!launch_hc_mix_partial_prefill(args, kHcSplit, kPartialThreads, stream))  // prefill: fn read per 64 tokens
-    hc_mix_partial_kernel<<<dim3(static_cast<unsigned>(slices), static_cast<unsigned>(args.x.rows)), kPartialThreads,
-                            0, stream>>>(args);
+    hc_mix_partial_kernel<<<dim3(static_cast<unsigned>(slices), static_cast<unsigned>(args.x.rows),
+                                 static_cast<unsigned>((n_mix + kMixChunk - 1) / kMixChunk)),
+                            kPartialThreads, 0, stream>>>(args);
   hc_mix_finish_kernel<<<static_cast<unsigned>(args.x.rows), kFinishThreads, 0, stream>>>(args, slices);
 }
 
