@@ -212,8 +212,9 @@ int main(int argc, char** argv) try {
   std::unique_ptr<ModelRunner> inner;
   if (dummy_config != nullptr) {
     inner = open_dummy_runner(dummy_config, layers, device);
-    config.cache.page_size = 64;
-    config.cache.num_pages = requests * ((prompt_len + output_len) / 64 + 2);
+    // A multiple of every compression ratio of the geometry (V4-Flash's HCA layers compress 128).
+    config.cache.page_size = 128;
+    config.cache.num_pages = requests * ((prompt_len + output_len) / 128 + 2);
   } else {
     inner = std::make_unique<FakeModelRunner>(model);
   }
@@ -248,8 +249,14 @@ int main(int argc, char** argv) try {
   // The last steps are steady decode steps (same batch): their wall time per step and host gap.
   constexpr std::size_t kTail = 8;
   std::vector<double> step_ends;
+  // Every request's tokens, hashed in request order: two runs of the same requests (launched
+  // ahead or not) must print the same digest.
+  std::vector<std::vector<std::int32_t>> outputs(static_cast<std::size_t>(requests));
   while (engine.has_unfinished()) {
-    engine.step();
+    for (const RequestOutput& out : engine.step()) {
+      auto& tokens = outputs[static_cast<std::size_t>(std::stoi(out.request_id))];
+      for (const CompletionOutput& c : out.completions) tokens.insert(tokens.end(), c.token_ids.begin(), c.token_ids.end());
+    }
     step_ends.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   const std::size_t tail = std::min(kTail, step_ends.size() > 1 ? step_ends.size() - 1 : 0);
@@ -278,6 +285,14 @@ int main(int argc, char** argv) try {
               "(%lld rows sampled on the device)\n",
               engine.overlapped() ? "overlapped" : "synchronous", engine.stats().device_sampled_rows > 0 ? "device" : "host",
               tail, 1e3 * tail_wall, 1e3 * gaps.mean_gap(tail), static_cast<long long>(s.device_sampled_rows));
+  std::uint64_t digest = 0xCBF29CE484222325ull;
+  std::size_t generated = 0;
+  for (const auto& tokens : outputs) {
+    generated += tokens.size();
+    for (std::int32_t t : tokens) digest = (digest ^ static_cast<std::uint32_t>(t)) * 0x100000001B3ull;
+    digest = (digest ^ 0xFFFFFFFFull) * 0x100000001B3ull;
+  }
+  std::printf("output digest %016llx over %zu tokens\n", static_cast<unsigned long long>(digest), generated);
   const double tail_batch = static_cast<double>(std::min(requests, max_num_seqs));
   std::printf("launched ahead: %s, %lld steps (%lld wasted rows); decode %.0f tokens/s over the last %zu steps\n",
               engine.launches_ahead() ? "on" : "off", static_cast<long long>(s.steps_launched_ahead),

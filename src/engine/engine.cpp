@@ -306,9 +306,11 @@ bool Engine::launches_ahead() const {
 }
 
 void Engine::launch_step(ScheduledBatch batch, bool ahead) {
-  // The previous step's device samples, before this step's packing takes the other frame.
+  // The previous step's device samples, before this step's packing takes the other frame. A
+  // previous step without logits rows (prefill chunks only) left no placeholders to resolve.
+  const bool from_samples = ahead && inflight_.back().device;
   Tensor sampled;
-  if (ahead) sampled = device_sampler_->output();
+  if (from_samples) sampled = device_sampler_->output();
   // In place (a deque keeps addresses): the runner may keep a pointer to the ForwardBatch until
   // collect().
   InFlight& f = inflight_.emplace_back();
@@ -322,12 +324,12 @@ void Engine::launch_step(ScheduledBatch batch, bool ahead) {
       pack_device_rows(f.batch);
       device_sampler_->upload();  // staged: queued on the device stream, no wait
     }
-    if (ahead) {
+    if (from_samples) {
       runner_->launch_ahead(f.batch.forward, sampled);
-      ++stats_.steps_launched_ahead;
     } else {
       runner_->launch(f.batch.forward);
     }
+    if (ahead) ++stats_.steps_launched_ahead;
     // Without structured-output masks the sampling is queued right behind the forward.
     if (f.device && f.masks.empty() &&
         std::none_of(row_has_mask_.begin(), row_has_mask_.end(), [](std::uint8_t m) { return m != 0; })) {

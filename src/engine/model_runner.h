@@ -116,7 +116,9 @@ class ModelRunner {
   // batch.token_ids stands for the token sampled for logits row -1 - v of that step, which the
   // runner takes on the device from `sampled` (i32 [rows, width], the token in column 0, written
   // by work queued before this call) before the forward reads it. Up to two steps are then
-  // launched; collect() completes the oldest. Default: throws.
+  // launched; collect() completes the oldest. Default: throws. (A runner that can_launch_ahead()
+  // also takes a plain launch() while one step is launched: a step after one without logits rows
+  // has no placeholders.)
   virtual void launch_ahead(const ForwardBatch& batch, const Tensor& sampled);
   // Throws deepinfer::Error for a prompt this model cannot take (V4.1: image tokens, no vision
   // tower yet); the engine rejects that request alone.

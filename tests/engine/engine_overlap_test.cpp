@@ -333,6 +333,13 @@ TEST(EngineOverlap, LaunchingAheadKeepsOutputsAndWastesOnlyRowsOfFinishedSequenc
 TEST(EngineOverlap, LengthLimitedSequencesLeaveBeforeTheStepLaunchedAhead) {
   const auto run = [](EngineConfig::Overlap overlap, bool device, Engine** keep) {
     return run_requests({overlap, device, false}, [](Engine& engine) {
+      // First, and longer than a step's token budget (64): the first steps are prefill chunks
+      // without logits, and the steps after them have no placeholders to resolve.
+      SamplingParams first;
+      first.seq_seed = 49;
+      first.max_tokens = 20;
+      first.ignore_eos = true;
+      engine.add_request("long", make_prompt(150, 999u, 60), first);
       for (int i = 0; i < 8; ++i) {
         SamplingParams p;
         p.seq_seed = 40 + static_cast<std::uint64_t>(i);

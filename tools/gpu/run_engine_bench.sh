@@ -1,57 +1,71 @@
 #!/usr/bin/env bash
-# Device run for GPU sampling and the overlapped engine loop: builds, checks the CUDA sampling op
-# against the CPU reference (tokens and logprob bits) and times it, then runs engine_bench on dummy
-# V4-Flash weights twice — synchronous loop with host sampling (the old path: logits copied back)
-# and overlapped loop with device sampling — under the CUPTI kernel tracer (tools/gpu/kernel_trace.cpp)
-# when it builds, reporting GPU busy and idle time per decode step (tools/gpu/engine_trace_gaps.py).
-# usage (device, repo root, carrying .deps): LAYERS=2 bash tools/gpu/run_engine_bench.sh
+# Device run for the engine loop and device sampling: builds, checks the CUDA sampling op against
+# the CPU reference (every cluster split, tokens and logprob bits) and times it, times the model's
+# own graph-replayed decode step (v4_model_bench) at the same batches, then runs engine_bench on
+# dummy V4-Flash weights at batch 1 and 32 — top-k 50 + top-p 0.95 at temperature 1 with the next
+# step launched ahead and without (collected first), and greedy launched ahead — under the CUPTI
+# kernel tracer, reporting GPU busy / idle per decode step (tools/gpu/engine_trace_gaps.py) and each
+# run's output digest (launched ahead or not, the same requests must give the same tokens).
+# usage (device, repo root, carrying .deps): [LAYERS=4] [PROMPT=512] [OUTPUT=32] [MODEL_BENCH=0]
+#   bash tools/gpu/run_engine_bench.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out="${OUT:-build/gpu/out}"
-mkdir -p "$out"
-layers="${LAYERS:-2}"
+mkdir -p "$out/logs"
+logs="$out/logs"
+layers="${LAYERS:-4}"
+prompt="${PROMPT:-512}"
+output="${OUTPUT:-32}"
+config=tests/io/fixtures/v4_flash.release.json
 stamp() { echo "== $* ($(date +%T))"; }
+finish() {
+  tar -czf "$out/engine_bench_logs.tgz" -C "$logs" . 2>/dev/null
+  stamp done
+}
+trap finish EXIT
 stamp build
-if ! bash tools/gpu/build.sh ops_cuda_parity_test engine_bench >"$out/build.log" 2>&1; then
-  tail -40 "$out/build.log"
+if ! bash tools/gpu/build.sh ops_cuda_parity_test engine_bench v4_model_bench >"$logs/build.log" 2>&1; then
+  tail -40 "$logs/build.log"
   exit 1
 fi
 export LD_LIBRARY_PATH="$PWD/.deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
-stamp "sampling parity"
-timeout 120 build/gpu/tests/ops/ops_cuda_parity_test --gtest_filter='CudaSampling*' >"$out/sampling_parity.log" 2>&1
-echo "exit status $?"
-grep -E "^\[  (FAILED|PASSED|SKIPPED|       OK) |Failure|Expected|Which is|word|device sampling" "$out/sampling_parity.log" | head -40
 
-stamp "kernel trace tool"
-cupti=""
-for d in /usr/local/cuda/extras/CUPTI /usr/local/cuda $(python3 -c 'import site; print(" ".join(p + "/nvidia/cu13 " + p + "/nvidia/cuda_cupti" for p in site.getsitepackages()))' 2>/dev/null); do
-  if [ -f "$d/include/cupti.h" ]; then cupti="$d"; break; fi
-done
-lib=$(ls "$cupti"/lib64/libcupti.so* "$cupti"/lib/libcupti.so* 2>/dev/null | head -1)
-preload=""
-if [ -n "$cupti" ] && [ -n "$lib" ] && g++ -O2 -shared -fPIC tools/gpu/kernel_trace.cpp -I"$cupti/include" \
-     -I/usr/local/cuda/include "$lib" -Wl,-rpath,"$(dirname "$lib")" -o /tmp/kernel_trace.so 2>"$out/trace_build.log"; then
-  preload=/tmp/kernel_trace.so
-else
-  echo "no CUPTI tracer (cupti='$cupti' lib='$lib'): host numbers only"
+stamp "sampling parity + timing"
+timeout 90 build/gpu/tests/ops/ops_cuda_parity_test --gtest_filter='CudaSampling*' >"$logs/sampling_parity.log" 2>&1
+echo "exit status $?"
+grep -E "^\[  (FAILED|PASSED|SKIPPED|       OK) |Failure|Expected|Which is|word|device sampling" "$logs/sampling_parity.log" | head -40
+
+if [ "${MODEL_BENCH:-1}" = 1 ]; then
+  stamp "model decode step (v4_model_bench, graphs)"
+  timeout 90 build/gpu/bench/v4_model_bench --config "$config" --num-layers "$layers" --prefill 128 --batches 1,32 \
+    --contexts "$((prompt + output))" --steps 8 >"$logs/v4_model_bench.md" 2>&1
+  echo "exit status $?"
+  grep -E "^\| *(1|32) *\|" "$logs/v4_model_bench.md" | head -6
 fi
 
-run() {  # name, engine_bench flags...
+preload=""
+if bash tools/gpu/build_kernel_trace.sh "$logs/trace_build.log" >/dev/null 2>&1; then
+  preload=/tmp/kernel_trace.so
+else
+  echo "no CUPTI tracer: host numbers only"
+fi
+
+run() {  # name, engine_bench flags and arguments...
   local name="$1"; shift
   stamp "engine_bench $name"
-  timeout 150 env KERNEL_TRACE_OUT="$out/trace_$name.csv" LD_PRELOAD="$preload" build/gpu/bench/engine_bench \
-    --dummy tests/io/fixtures/v4_flash.release.json --layers "$layers" --device cuda "$@" 32 64 24 129280 1 32 \
-    >"$out/engine_$name.txt" 2>&1
+  timeout 60 env KERNEL_TRACE_OUT="$logs/trace_$name.csv" LD_PRELOAD="$preload" build/gpu/bench/engine_bench \
+    --dummy "$config" --layers "$layers" --device cuda "$@" >"$logs/engine_$name.txt" 2>&1
   echo "exit status $?"
-  cat "$out/engine_$name.txt" | tail -8
-  local wall
-  wall=$(sed -n 's/.*last [0-9]* steps \([0-9.]*\) ms\/step wall.*/\1/p' "$out/engine_$name.txt")
-  if [ -f "$out/trace_$name.csv" ]; then
-    python3 tools/gpu/engine_trace_gaps.py "$out/trace_$name.csv" --steps 8 2>&1 | tee "$out/trace_$name.txt"
-    echo "(host wall per step ${wall:-?} ms)"
-    gzip -f "$out/trace_$name.csv"
+  grep -E "loop|launched ahead|digest|engine .*ms/step" "$logs/engine_$name.txt"
+  if [ -f "$logs/trace_$name.csv" ]; then
+    python3 tools/gpu/engine_trace_gaps.py "$logs/trace_$name.csv" --steps 8 2>&1 | tail -3 | tee "$logs/gaps_$name.txt"
+    gzip -f "$logs/trace_$name.csv"
   fi
 }
-run sync_host --overlap off --host-sampling
-run overlap_device --overlap on
-stamp done
+filtered=(--top-k 50 --top-p 0.95)
+run b1_filtered_ahead "${filtered[@]}" --ahead on 1 "$prompt" "$output" 129280 1 1
+run b1_filtered_collected "${filtered[@]}" --ahead off 1 "$prompt" "$output" 129280 1 1
+run b1_greedy_ahead --ahead on 1 "$prompt" "$output" 129280 0 1
+run b32_filtered_ahead "${filtered[@]}" --ahead on 32 "$prompt" "$output" 129280 1 32
+run b32_filtered_collected "${filtered[@]}" --ahead off 32 "$prompt" "$output" 129280 1 32
+run b32_greedy_ahead --ahead on 32 "$prompt" "$output" 129280 0 32

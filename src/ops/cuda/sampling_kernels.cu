@@ -35,6 +35,9 @@ constexpr int kSliceAlign = sm::kLseChunk;
 constexpr int kBucketShift = 20;
 constexpr int kBuckets = 4096;
 constexpr double kBoundMargin = 1e-9;
+// top-k up to this many ids: the k survivors are gathered on rank 0, which finishes the row alone
+// (min-p, top-p over the sorted survivors, an exact Gumbel race) without further passes over the row.
+constexpr int kCompact = 1024;
 
 __device__ double g_bucket_lo[kBuckets];
 __device__ double g_bucket_hi[kBuckets];
@@ -64,6 +67,11 @@ struct Shared {
   float top_vals[kMaxSampleTop];
   int top_count;
   int found[2];  // nth_match's result (rank 0's copy is the cluster's)
+  // The top-k survivors on rank 0: (order key << 32 | ~id), sorted best first, and their masses.
+  u64 cand[kCompact];
+  u64 cand_mass[kCompact];
+  int cand_count;
+  int cand_cut;
   int sel_digit;
   u64 sel_above;
   double lse;
@@ -107,6 +115,14 @@ __device__ u64 cluster_sum(u64 x, Shared& sh, Ctx& c) {
   return t;
 }
 
+// Rank 0's value (thread 0's) for every thread of the cluster.
+__device__ int cluster_broadcast(int x, Shared& sh, Ctx& c) {
+  const int s = c.phase++ & 1;
+  if (c.rank == 0 && threadIdx.x == 0) sh.slot_i[s] = x;
+  c.cluster.sync();
+  return *remote(c, &sh.slot_i[s], 0);
+}
+
 // Max of finite-or-inf floats (NaN ignored, as std::max with the running value first).
 __device__ float cluster_fmax(float x, Shared& sh, Ctx& c) {
   for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(kFull, x, o));
@@ -130,7 +146,8 @@ __device__ __forceinline__ bool better(double s, int i, double bs, int bi) {
   return i >= 0 && (bi < 0 || s > bs || (s == bs && i < bi));
 }
 
-__device__ int cluster_best(double s, int i, Shared& sh, Ctx& c, double* best_score = nullptr) {
+// The block's best (score, id) into s and i of every thread.
+__device__ void block_best(double& s, int& i, Shared& sh) {
   for (int o = 16; o > 0; o >>= 1) {
     const double os = __shfl_xor_sync(kFull, s, o);
     const int oi = __shfl_xor_sync(kFull, i, o);
@@ -145,18 +162,22 @@ __device__ int cluster_best(double s, int i, Shared& sh, Ctx& c, double* best_sc
     sh.red_i[threadIdx.x / 32] = i;
   }
   __syncthreads();
+  s = sh.red_d[0];
+  i = sh.red_i[0];
+  for (int w = 1; w < kWarps; ++w) {
+    if (better(sh.red_d[w], sh.red_i[w], s, i)) {
+      s = sh.red_d[w];
+      i = sh.red_i[w];
+    }
+  }
+}
+
+__device__ int cluster_best(double s, int i, Shared& sh, Ctx& c, double* best_score = nullptr) {
+  block_best(s, i, sh);
   const int slot = c.phase++ & 1;
   if (threadIdx.x == 0) {
-    double bs = sh.red_d[0];
-    int bi = sh.red_i[0];
-    for (int w = 1; w < kWarps; ++w) {
-      if (better(sh.red_d[w], sh.red_i[w], bs, bi)) {
-        bs = sh.red_d[w];
-        bi = sh.red_i[w];
-      }
-    }
-    sh.slot_d[slot] = bs;
-    sh.slot_i[slot] = bi;
+    sh.slot_d[slot] = s;
+    sh.slot_i[slot] = i;
   }
   c.cluster.sync();
   double bs = 0.0;
@@ -464,10 +485,101 @@ __device__ int gumbel_race(const float* w, const SampleRow& p, Cand cand, Shared
   return cluster_best(best_score, best, sh, c);
 }
 
+// Rank 0 alone, over the n top-k survivors in sh.cand: min-p, top-p and the race, with the same
+// decisions as the passes over the row. Sorted best first (key desc, id asc), min-p drops a suffix,
+// and the top-p cut is the first prefix whose mass reaches the target (the radix select and tie rule
+// pick exactly that prefix); the race computes every survivor's exact score.
+__device__ int finish_compact(const float* w, const SampleRow& p, int n, float max_value, Shared& sh) {
+  int size = 1;
+  while (size < n) size <<= 1;
+  for (int i = n + static_cast<int>(threadIdx.x); i < size; i += kThreads) sh.cand[i] = 0;  // sorts last
+  __syncthreads();
+  for (int k = 2; k <= size; k <<= 1) {  // bitonic sort, descending
+    for (int j = k >> 1; j > 0; j >>= 1) {
+      for (int i = threadIdx.x; i < size; i += kThreads) {
+        const int l = i ^ j;
+        if (l > i) {
+          const u64 a = sh.cand[i], b = sh.cand[l];
+          if (((i & k) == 0) == (a < b)) {
+            sh.cand[i] = b;
+            sh.cand[l] = a;
+          }
+        }
+      }
+      __syncthreads();
+    }
+  }
+  const auto id_of = [&](int i) { return static_cast<int>(~static_cast<std::uint32_t>(sh.cand[i])); };
+  // min-p keeps a prefix.
+  int kept = n;
+  if (p.min_p > 0.0f) {
+    const double threshold = sm::min_p_threshold(max_value, p.min_p);
+    if (threadIdx.x == 0) sh.cand_cut = n;
+    __syncthreads();
+    for (int i = threadIdx.x; i < n; i += kThreads) {
+      if (static_cast<double>(w[id_of(i)]) < threshold && (i == 0 || static_cast<double>(w[id_of(i - 1)]) >= threshold))
+        sh.cand_cut = i;
+    }
+    __syncthreads();
+    kept = sh.cand_cut;
+    __syncthreads();
+  }
+  int count = kept;
+  if (p.top_p < 1.0f && kept > 1) {
+    for (int i = threadIdx.x; i < kept; i += kThreads)
+      sh.cand_mass[i] = static_cast<u64>(sm::nucleus_mass(w[id_of(i)], max_value));
+    __syncthreads();
+    // Inclusive prefix sums in place: each thread a contiguous run, runs scanned across the block.
+    const int per = (kept + kThreads - 1) / kThreads;
+    const int begin = min(kept, static_cast<int>(threadIdx.x) * per), end = min(kept, begin + per);
+    u64 run = 0;
+    for (int i = begin; i < end; ++i) run += sh.cand_mass[i];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    u64 incl = run;
+    for (int o = 1; o < 32; o <<= 1) {
+      const u64 y = __shfl_up_sync(kFull, incl, o);
+      if (lane >= o) incl += y;
+    }
+    if (lane == 31) sh.red_u[warp] = incl;
+    __syncthreads();
+    u64 before = incl - run, total = 0;
+    for (int w2 = 0; w2 < kWarps; ++w2) {
+      if (w2 < warp) before += sh.red_u[w2];
+      total += sh.red_u[w2];
+    }
+    if (threadIdx.x == 0) sh.cand_cut = kept - 1;
+    __syncthreads();
+    for (int i = begin; i < end; ++i) {
+      before += sh.cand_mass[i];
+      if (sm::nucleus_reached(before, total, p.top_p)) {
+        atomicMin(&sh.cand_cut, i);
+        break;
+      }
+    }
+    __syncthreads();
+    count = sh.cand_cut + 1;
+  }
+  const std::uint64_t seed = (static_cast<std::uint64_t>(p.seed_hi) << 32) | p.seed_lo;
+  double best_score = -INFINITY;
+  int best = -1;
+  for (int i = threadIdx.x; i < count; i += kThreads) {
+    const int v = id_of(i);
+    const sm::Philox4 bits = sm::token_noise_block(seed, p.position, static_cast<std::uint32_t>(v) >> 2);
+    const double score = sm::dadd(static_cast<double>(w[v]), sm::gumbel_from_bits(bits.v[v & 3]));
+    if (better(score, v, best_score, best)) {
+      best_score = score;
+      best = v;
+    }
+  }
+  block_best(best_score, best, sh);
+  return best;
+}
+
 // top-k, min-p and top-p over the finite scaled logits, then the race (Sampler::filter's rules).
 __device__ int filtered_draw(const float* w, const SampleRow& p, Shared& sh, Ctx& c) {
   const auto finite = [&](int v) { return sm::is_finite(w[v]); };
   const auto key = [&](int v) { return sm::order_key(w[v]); };
+  if (c.rank == 0 && threadIdx.x == 0) sh.cand_count = 0;  // ordered before use by the reductions below
   u64 count = 0;
   float mx = -INFINITY;
   for (int v = c.begin + static_cast<int>(threadIdx.x); v < c.end; v += kThreads) {
@@ -488,6 +600,21 @@ __device__ int filtered_draw(const float* w, const SampleRow& p, Shared& sh, Ctx
     const u64 k = static_cast<u64>(p.top_k);
     k_key = radix_select<true>(finite, key, [](int) { return 1ull; }, [&](u64 x) { return x >= k; }, above, sh, c);
     k_cut = nth_match(static_cast<long long>(k - above), [&](int v) { return finite(v) && key(v) == k_key; }, sh, c);
+    if (p.top_k <= kCompact) {
+      // Gather the k survivors on rank 0 and finish there.
+      int* count0 = remote(c, &sh.cand_count, 0);
+      u64* cand0 = remote(c, sh.cand, 0);
+      for (int v = c.begin + static_cast<int>(threadIdx.x); v < c.end; v += kThreads) {
+        if (!finite(v)) continue;
+        const std::uint32_t kv = key(v);
+        if (kv > k_key || (kv == k_key && v <= k_cut)) {
+          cand0[atomicAdd(count0, 1)] = (static_cast<u64>(kv) << 32) | static_cast<u64>(~static_cast<std::uint32_t>(v));
+        }
+      }
+      c.cluster.sync();
+      const int token = c.rank == 0 ? finish_compact(w, p, min(sh.cand_count, kCompact), max_value, sh) : -1;
+      return cluster_broadcast(token, sh, c);
+    }
   }
   const bool min_p = p.min_p > 0.0f;
   const double threshold = min_p ? sm::min_p_threshold(max_value, p.min_p) : 0.0;
@@ -630,13 +757,14 @@ __global__ void __launch_bounds__(kThreads, 1) sample_kernel(SampleLaunch a) {
   c.cluster.sync();
 }
 
-// Blocks per row: rows small enough to leave SMs idle get a larger cluster. 16 is beyond the
-// portable cluster size; used only where the device reports it can run such clusters.
+// Blocks per row: as many as keep the whole batch in one wave (one 512-thread block per SM, and a
+// cluster must fit in one GPC of ~16 SMs: H200 runs 8 clusters of 16, 16 of 8, 32 of 4 at once).
+// 16 is beyond the portable cluster size; used only where the device reports it can run such.
 int cluster_size(int rows, bool sixteen) {
   if (rows <= 8) return sixteen ? 16 : 8;
-  if (rows <= 32) return 8;
-  if (rows <= 64) return 4;
-  if (rows <= 128) return 2;
+  if (rows <= 16) return 8;
+  if (rows <= 32) return 4;
+  if (rows <= 64) return 2;
   return 1;
 }
 
