@@ -4,7 +4,7 @@
 // the model's, and the host-side gap between collecting a step and launching the next (a floor of
 // the GPU's idle time between steps; tools/gpu/run_engine_bench.sh adds the CUPTI busy time).
 // usage: engine_bench [--model DIR | --dummy CONFIG [--layers N] [--device cuda]] [--overlap on|off|auto]
-//                     [--host-sampling] [--ahead on|off] [--top-k K] [--top-p P]
+//                     [--host-sampling] [--ahead on|off] [--top-k K] [--top-p P] [--fake-device]
 //                     [requests=256] [prompt=512] [output=128] [vocab=129280]
 //                     [temperature=1] [max_num_seqs=256] [workers=0] [shared_prefix=0]
 // With --model the engine is set up as deepinfer::LLM sets it up (open_engine).
@@ -153,6 +153,7 @@ int main(int argc, char** argv) try {
   EngineConfig::Overlap overlap = EngineConfig::Overlap::kAuto;
   bool host_sampling = false;
   bool ahead = true;
+  bool fake_device = false;
   std::int32_t top_k = -1;
   float top_p = 1.0f;
   while (argc > 1 && std::strncmp(argv[1], "--", 2) == 0) {
@@ -177,6 +178,9 @@ int main(int argc, char** argv) try {
       top_k = std::atoi(value);
     } else if (flag == "--top-p") {
       top_p = std::strtof(value, nullptr);
+    } else if (flag == "--fake-device") {  // the fake model's logits on a CPU ops backend (device paths)
+      fake_device = true;
+      used = 1;
     } else if (flag == "--host-sampling") {
       host_sampling = true;
       used = 1;
@@ -209,6 +213,7 @@ int main(int argc, char** argv) try {
   config.launch_ahead = ahead;
   FakeModelConfig model;
   model.vocab_size = vocab;
+  model.device_logits = fake_device;
   std::unique_ptr<ModelRunner> inner;
   if (dummy_config != nullptr) {
     inner = open_dummy_runner(dummy_config, layers, device);
