@@ -47,7 +47,15 @@ void DeviceSampler::begin(std::int32_t rows) {
   f.num_rows = rows;
   f.rows.assign(static_cast<std::size_t>(rows), ops::SampleRow{});
   f.entries = raw_ban_entries_;
+  f.sources.assign(static_cast<std::size_t>(rows), -1);
+  f.any_source = false;
   f.out = nullptr;
+}
+
+void DeviceSampler::set_source(std::int32_t r, std::int32_t source) {
+  Frame& f = packing();
+  f.sources[static_cast<std::size_t>(r)] = source;
+  f.any_source = true;
 }
 
 std::pair<std::int32_t, std::int32_t> DeviceSampler::add(std::span<const ops::SampleEntry> entries) {
@@ -67,20 +75,29 @@ void DeviceSampler::reserve(Frame& f) {
   ops::StagingLayout layout;
   layout.add("rows", Shape{f.row_capacity, ops::kSampleRowWords}, DType::kI32);
   layout.add("entries", Shape{f.entry_capacity, 2}, DType::kI32);
+  layout.add("sources", Shape{f.row_capacity}, DType::kI32);
   f.staging.reset();
   f.staging = std::make_unique<ops::StagingBuffer>(backend_, std::move(layout), 1);
   f.out_dev = backend_.empty(Shape{f.row_capacity, width_}, DType::kI32);
   f.readback = backend_.make_readback(static_cast<std::size_t>(f.row_capacity * width_) * sizeof(std::int32_t));
 }
 
-void DeviceSampler::upload() {
+void DeviceSampler::upload(const Tensor* previous) {
   Frame& f = packing();
   reserve(f);
   Tensor rows = f.staging->host("rows");
   std::memcpy(rows.raw_data(), f.rows.data(), f.rows.size() * sizeof(ops::SampleRow));
   Tensor entries = f.staging->host("entries");
   std::memcpy(entries.raw_data(), f.entries.data(), f.entries.size() * sizeof(ops::SampleEntry));
+  Tensor sources = f.staging->host("sources");
+  std::memcpy(sources.raw_data(), f.sources.data(), f.sources.size() * sizeof(std::int32_t));
   f.staging->upload();
+  if (!f.any_source) return;
+  DI_CHECK(previous != nullptr, "device sampler: rows wait for a previous step's tokens, but none was given");
+  Tensor dev_rows = f.staging->device("rows").narrow(0, 0, f.num_rows);
+  Tensor dev_entries = f.staging->device("entries").narrow(0, 0, static_cast<std::int64_t>(f.entries.size()));
+  const Tensor dev_sources = f.staging->device("sources").narrow(0, 0, f.num_rows);
+  backend_.add_sampled_to_history(dev_rows, dev_entries, dev_sources, *previous);
 }
 
 void DeviceSampler::queue(const Tensor& logits, std::span<const std::uint32_t> masks) {

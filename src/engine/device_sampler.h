@@ -36,9 +36,14 @@ class DeviceSampler {
   ops::SampleRow& row(std::int32_t r) { return packing().rows[static_cast<std::size_t>(r)]; }
   // Appends entries and returns their [begin, end) range.
   std::pair<std::int32_t, std::int32_t> add(std::span<const ops::SampleEntry> entries);
+  // Row r waits for the token sampled in row `source` of the previous step (launching ahead): its
+  // seen / count lists, where not empty, end with a reserved entry for that token
+  // (Backend::add_sampled_to_history, run at upload()).
+  void set_source(std::int32_t r, std::int32_t source);
   std::pair<std::int32_t, std::int32_t> raw_bans() const { return {0, num_raw_bans_}; }
-  // Uploads the packed rows and entries (an asynchronous staged copy on the device stream).
-  void upload();
+  // Uploads the packed rows and entries (an asynchronous staged copy on the device stream); with
+  // rows waiting for a previous step's tokens, `previous` is that step's output() (device).
+  void upload(const Tensor* previous = nullptr);
   // Queues the sampling of `logits` (f32 [rows, vocab] on the device) and the read-back of its
   // results. `masks`: the rows' structured-output bitmasks [rows, words], or empty.
   void queue(const Tensor& logits, std::span<const std::uint32_t> masks);
@@ -56,6 +61,8 @@ class DeviceSampler {
     std::int32_t num_rows = 0;
     std::vector<ops::SampleRow> rows;
     std::vector<ops::SampleEntry> entries;  // starts with the raw bans
+    std::vector<std::int32_t> sources;      // per row: previous step's row it waits for, or -1
+    bool any_source = false;
     std::unique_ptr<ops::StagingBuffer> staging;  // rows + entries, sized by capacity
     std::int64_t row_capacity = 0, entry_capacity = 0;
     Tensor out_dev;  // [row_capacity, width]

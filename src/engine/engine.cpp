@@ -322,7 +322,7 @@ void Engine::launch_step(ScheduledBatch batch, bool ahead) {
   try {
     if (f.device) {
       pack_device_rows(f.batch);
-      device_sampler_->upload();  // staged: queued on the device stream, no wait
+      device_sampler_->upload(from_samples ? &sampled : nullptr);  // staged: queued on the device stream, no wait
     }
     if (from_samples) {
       runner_->launch_ahead(f.batch.forward, sampled);

@@ -21,12 +21,9 @@ bool Engine::can_launch_ahead(const ScheduledBatch& next) const {
     if (it == seq_refs_.end()) continue;  // finished or aborted: its row is dropped anyway
     const Request& req = *it->second.request;
     const Completion& comp = req.completions[static_cast<std::size_t>(it->second.index)];
-    if (comp.constraint) return false;  // its mask needs the constraint advanced by N's token
-    const Sequence* seq = scheduler_->find(ss.id);
-    const bool pending = seq != nullptr && !seq->tokens.empty() && seq->tokens.back() < 0;
-    const SamplingParams& p = req.params;
-    const bool penalties = p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f;
-    if (pending && penalties) return false;  // the penalty history needs N's token
+    // Its mask needs the constraint advanced by N's token. (Penalties need N's token too: it joins
+    // the row's history on the device, DeviceSampler::set_source.)
+    if (comp.constraint) return false;
   }
   return true;
 }

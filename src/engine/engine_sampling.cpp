@@ -103,6 +103,7 @@ void Engine::pack_device_rows(const ScheduledBatch& batch) {
         for (std::int32_t id : drafts) {
           if (comp.history.seen().count(id) == 0 && extra.insert(id).second) list.push_back({id, 0.0f});
         }
+        if (pending != 0) list.push_back({-1, 0.0f});  // reserved for the token being sampled on the device
         std::tie(row.seen_begin, row.seen_end) = ds.add(list);
       }
       if (frequency) {
@@ -111,8 +112,11 @@ void Engine::pack_device_rows(const ScheduledBatch& batch) {
         for (std::int32_t id : drafts) ++counts[id];
         list.clear();
         for (const auto& [id, count] : counts) list.push_back({id, static_cast<float>(count)});
+        if (pending != 0) list.push_back({-1, 0.0f});
         std::tie(row.count_begin, row.count_end) = ds.add(list);
       }
+      // Launched ahead: the previous step's token for this sequence joins its history on the device.
+      if (pending != 0 && (repetition || frequency)) ds.set_source(ss.logits_offset + r, -1 - seq.tokens.back());
     }
   }
 }

@@ -212,6 +212,13 @@ class Backend {
   // both contiguous. Stream-ordered, no host synchronisation (capturable). The default works on
   // host tensors.
   virtual void resolve_sampled_ids(Tensor& ids, const Tensor& sampled);
+  // The same step's penalty history: row t with sources[t] >= 0 waits for the token x =
+  // sampled[sources[t], 0]. Its seen list [seen_begin, seen_end) and count list [count_begin,
+  // count_end), where not empty, end with one reserved entry: x already among the others -> the
+  // range drops the reserved entry (and x's count grows by 1); else the reserved entry becomes x
+  // (count 1). rows: i32 [T, kSampleRowWords]; entries: i32 [N, 2]; sources: i32 [T]; sampled:
+  // i32 [R, W]; all contiguous, rows and entries updated in place. Stream-ordered, no host sync.
+  virtual void add_sampled_to_history(Tensor& rows, Tensor& entries, const Tensor& sources, const Tensor& sampled);
   // An asynchronous device -> host copy of up to `bytes` (the token read-back of device sampling,
   // which must not wait for the next step queued behind it). The default copies at enqueue().
   virtual std::unique_ptr<HostReadback> make_readback(std::size_t bytes);
@@ -220,6 +227,9 @@ class Backend {
   // sample_tokens' shape and dtype checks (every backend); returns max_top.
   static std::int64_t check_sample_tokens(const Tensor& logits, const Tensor& rows, const Tensor& entries,
                                           const Tensor& masks, const Tensor& out);
+  // add_sampled_to_history's shape and dtype checks (every backend).
+  static void check_add_sampled_to_history(const Tensor& rows, const Tensor& entries, const Tensor& sources,
+                                           const Tensor& sampled);
 };
 
 inline void Backend::apply_token_mask(Tensor& logits, const Tensor& mask) {

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "ops/sampling.h"
+
 #if defined(__CUDACC__)
 #define DI_SAMPLING_HD __host__ __device__ __forceinline__
 #else
@@ -214,6 +216,31 @@ inline constexpr int kLseChunk = 256;
 DI_SAMPLING_HD std::uint32_t order_key(float x) {
   const std::uint32_t b = x == 0.0f ? 0u : bits_of(x);
   return (b & 0x80000000u) != 0 ? ~b : (b | 0x80000000u);
+}
+
+// A step launched ahead: the previous step's token x joins one row's penalty history
+// (Backend::add_sampled_to_history; each non-empty list ends with a reserved entry).
+DI_SAMPLING_HD void add_to_history(SampleRow& row, SampleEntry* e, std::int32_t num_entries, std::int32_t x) {
+  if (row.seen_begin >= 0 && row.seen_begin < row.seen_end && row.seen_end <= num_entries) {
+    bool found = false;
+    for (std::int32_t i = row.seen_begin; i < row.seen_end - 1; ++i) found = found || e[i].id == x;
+    if (found) {
+      --row.seen_end;
+    } else {
+      e[row.seen_end - 1].id = x;
+    }
+  }
+  if (row.count_begin >= 0 && row.count_begin < row.count_end && row.count_end <= num_entries) {
+    std::int32_t at = -1;
+    for (std::int32_t i = row.count_begin; i < row.count_end - 1; ++i) at = e[i].id == x ? i : at;
+    if (at >= 0) {
+      e[at].value = fadd(e[at].value, 1.0f);
+      --row.count_end;
+    } else {
+      e[row.count_end - 1].id = x;
+      e[row.count_end - 1].value = 1.0f;
+    }
+  }
 }
 
 }  // namespace deepinfer::ops::sampling

@@ -5,6 +5,8 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <random>
 
 #include "ops/parity_util.h"
 #include "ops/sampling_cases.h"
@@ -88,6 +90,65 @@ TEST(CudaSampling, EveryClusterSplitOfARowPicksTheCpuOpsTokens) {
       if (HasFatalFailure()) return;
     }
   }
+}
+
+// The ops of a step launched ahead (ids from earlier samples, the pending token joining penalty
+// histories) give the CPU op's results on the device.
+TEST(CudaSampling, EarlierSamplesResolveIdsAndJoinHistoriesAsOnTheCpu) {
+  DEEPINFER_REQUIRE_GPU();
+  std::unique_ptr<Backend> cpu = make_cpu_backend();
+  std::mt19937 rng(3);
+  const std::int64_t rows = 37, width = sample_out_words(4);
+  std::vector<std::int32_t> sampled_host(static_cast<std::size_t>(rows * width));
+  for (std::int32_t& x : sampled_host) x = static_cast<std::int32_t>(rng() % 50);
+  const Tensor sampled = Tensor::view_of(sampled_host.data(), Shape{rows, width}, DType::kI32, nullptr);
+  std::vector<std::int32_t> ids_host(300);
+  for (std::int32_t& x : ids_host) x = static_cast<std::int32_t>(rng() % 100) - 50;  // placeholders -1 .. -50
+  std::vector<std::int32_t> ids_cpu = ids_host;
+  Tensor ids_cpu_t = Tensor::view_of(ids_cpu.data(), Shape{300}, DType::kI32, nullptr);
+  cpu->resolve_sampled_ids(ids_cpu_t, sampled);
+  Tensor ids_gpu = to_gpu(Tensor::view_of(ids_host.data(), Shape{300}, DType::kI32, nullptr));
+  gpu().resolve_sampled_ids(ids_gpu, to_gpu(sampled));
+  std::vector<std::int32_t> back(300);
+  Tensor back_t = Tensor::view_of(back.data(), Shape{300}, DType::kI32, nullptr);
+  gpu().copy(ids_gpu, back_t);
+  EXPECT_EQ(back, ids_cpu);
+
+  // Per row a seen list and a count list of random distinct ids below 50, each with a reserved entry.
+  std::vector<SampleRow> row_host(static_cast<std::size_t>(rows));
+  std::vector<SampleEntry> entries;
+  std::vector<std::int32_t> sources(static_cast<std::size_t>(rows));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    SampleRow& row = row_host[static_cast<std::size_t>(r)];
+    sources[static_cast<std::size_t>(r)] = r % 5 == 4 ? -1 : static_cast<std::int32_t>(rng() % rows);
+    row.seen_begin = static_cast<std::int32_t>(entries.size());
+    for (std::int32_t id = 0; id < 50; ++id)
+      if (rng() % 3 == 0) entries.push_back({id, 0.0f});
+    entries.push_back({-1, 0.0f});
+    row.seen_end = static_cast<std::int32_t>(entries.size());
+    row.count_begin = row.seen_end;
+    for (std::int32_t id = 0; id < 50; ++id)
+      if (rng() % 4 == 0) entries.push_back({id, static_cast<float>(1 + rng() % 5)});
+    entries.push_back({-1, 0.0f});
+    row.count_end = static_cast<std::int32_t>(entries.size());
+  }
+  const auto n = static_cast<std::int64_t>(entries.size());
+  std::vector<SampleRow> rows_cpu = row_host;
+  std::vector<SampleEntry> entries_cpu = entries;
+  Tensor rows_cpu_t = Tensor::view_of(rows_cpu.data(), Shape{rows, kSampleRowWords}, DType::kI32, nullptr);
+  Tensor entries_cpu_t = Tensor::view_of(entries_cpu.data(), Shape{n, 2}, DType::kI32, nullptr);
+  const Tensor sources_t = Tensor::view_of(sources.data(), Shape{rows}, DType::kI32, nullptr);
+  cpu->add_sampled_to_history(rows_cpu_t, entries_cpu_t, sources_t, sampled);
+  Tensor rows_gpu = to_gpu(Tensor::view_of(row_host.data(), Shape{rows, kSampleRowWords}, DType::kI32, nullptr));
+  Tensor entries_gpu = to_gpu(Tensor::view_of(entries.data(), Shape{n, 2}, DType::kI32, nullptr));
+  gpu().add_sampled_to_history(rows_gpu, entries_gpu, to_gpu(sources_t), to_gpu(sampled));
+  std::vector<std::int32_t> rows_back(static_cast<std::size_t>(rows * kSampleRowWords)), entries_back(static_cast<std::size_t>(2 * n));
+  Tensor rows_back_t = Tensor::view_of(rows_back.data(), Shape{rows, kSampleRowWords}, DType::kI32, nullptr);
+  Tensor entries_back_t = Tensor::view_of(entries_back.data(), Shape{n, 2}, DType::kI32, nullptr);
+  gpu().copy(rows_gpu, rows_back_t);
+  gpu().copy(entries_gpu, entries_back_t);
+  EXPECT_EQ(std::memcmp(rows_back.data(), rows_cpu.data(), rows_back.size() * 4), 0);
+  EXPECT_EQ(std::memcmp(entries_back.data(), entries_cpu.data(), entries_back.size() * 4), 0);
 }
 
 // Time per call at the DeepSeek vocabulary (not a pass/fail check: the numbers go to PERFORMANCE.md).

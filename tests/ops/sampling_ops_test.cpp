@@ -133,6 +133,51 @@ TEST(SamplingOp, RejectsEntriesOutsideTheVocabulary) {
   EXPECT_THROW(run_cpu_op(b), Error);
 }
 
+// The ops a step launched ahead of its predecessor's tokens uses: placeholder ids from earlier
+// samples, and the pending token joining a row's seen / count lists through their reserved entry.
+TEST(SamplingOp, EarlierSamplesResolveIdsAndJoinPenaltyHistories) {
+  std::unique_ptr<Backend> cpu = make_cpu_backend();
+  const std::int64_t width = sample_out_words(2);
+  std::vector<std::int32_t> sampled_host = {7, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0};  // tokens 7 and 5
+  const Tensor sampled = Tensor::view_of(sampled_host.data(), Shape{2, width}, DType::kI32, nullptr);
+  std::vector<std::int32_t> ids_host = {11, -2, -1, 0, -3};
+  Tensor ids = Tensor::view_of(ids_host.data(), Shape{5}, DType::kI32, nullptr);
+  cpu->resolve_sampled_ids(ids, sampled);
+  EXPECT_EQ(ids_host, (std::vector<std::int32_t>{11, 5, 7, 0, 0}));  // row 2 does not exist: 0
+
+  // Row 0 waits for 7 (already seen, no count yet), row 1 for 5 (unseen, counted twice), row 2 for
+  // nothing; row 3 for 7 with an empty seen list (no repetition penalty).
+  std::vector<SampleEntry> entries = {{3, 0}, {7, 0}, {-1, 0},    // row 0 seen
+                                      {3, 2}, {9, 1}, {-1, 0},    // row 0 counts
+                                      {4, 0}, {-1, 0},            // row 1 seen
+                                      {5, 2}, {-1, 0},            // row 1 counts
+                                      {8, 0},                     // row 2 seen (no reserved entry)
+                                      {1, 1}, {-1, 0}};           // row 3 counts
+  std::vector<SampleRow> rows(4);
+  rows[0].seen_begin = 0, rows[0].seen_end = 3, rows[0].count_begin = 3, rows[0].count_end = 6;
+  rows[1].seen_begin = 6, rows[1].seen_end = 8, rows[1].count_begin = 8, rows[1].count_end = 10;
+  rows[2].seen_begin = 10, rows[2].seen_end = 11;
+  rows[3].count_begin = 11, rows[3].count_end = 13;
+  std::vector<std::int32_t> sources_host = {0, 1, -1, 0};
+  Tensor rows_t = Tensor::view_of(rows.data(), Shape{4, kSampleRowWords}, DType::kI32, nullptr);
+  Tensor entries_t = Tensor::view_of(entries.data(), Shape{13, 2}, DType::kI32, nullptr);
+  const Tensor sources = Tensor::view_of(sources_host.data(), Shape{4}, DType::kI32, nullptr);
+  cpu->add_sampled_to_history(rows_t, entries_t, sources, sampled);
+  EXPECT_EQ(rows[0].seen_end, 2);  // 7 was seen: the reserved entry is dropped
+  EXPECT_EQ(rows[0].count_end, 6);
+  EXPECT_EQ(entries[5].id, 7);  // a first count of 7
+  EXPECT_EQ(entries[5].value, 1.0f);
+  EXPECT_EQ(rows[1].seen_end, 8);
+  EXPECT_EQ(entries[7].id, 5);  // 5 joins the seen list
+  EXPECT_EQ(rows[1].count_end, 9);  // 5 was counted: its count grows, the reserved entry goes
+  EXPECT_EQ(entries[8].value, 3.0f);
+  EXPECT_EQ(rows[2].seen_end, 11);  // no source: untouched
+  EXPECT_EQ(entries[10].id, 8);
+  EXPECT_EQ(rows[3].seen_end, 0);
+  EXPECT_EQ(entries[12].id, 7);
+  EXPECT_EQ(entries[12].value, 1.0f);
+}
+
 TEST(SamplingMath, OwnLogAndExpAreWithinAnUlpOfLibm) {
   std::mt19937_64 rng(5);
   std::uniform_real_distribution<double> exponent(-40.0, 40.0);

@@ -213,6 +213,35 @@ void Backend::resolve_sampled_ids(Tensor& ids, const Tensor& sampled) {
   }
 }
 
+void Backend::check_add_sampled_to_history(const Tensor& rows, const Tensor& entries, const Tensor& sources,
+                                           const Tensor& sampled) {
+  DI_CHECK(rows.dtype() == DType::kI32 && rows.ndim() == 2 && rows.dim(1) == kSampleRowWords && rows.is_contiguous(),
+           "add_sampled_to_history: rows {} must be i32 [T, {}]", rows.shape(), kSampleRowWords);
+  DI_CHECK(entries.dtype() == DType::kI32 && entries.ndim() == 2 && entries.dim(1) == 2 && entries.is_contiguous(),
+           "add_sampled_to_history: entries {} must be i32 [N, 2]", entries.shape());
+  DI_CHECK(sources.dtype() == DType::kI32 && sources.shape() == Shape({rows.dim(0)}) && sources.is_contiguous(),
+           "add_sampled_to_history: sources {} must be i32 [{}]", sources.shape(), rows.dim(0));
+  DI_CHECK(sampled.dtype() == DType::kI32 && sampled.ndim() == 2 && sampled.dim(1) >= 1 && sampled.is_contiguous(),
+           "add_sampled_to_history: sampled {} must be i32 [R, W]", sampled.shape());
+}
+
+void Backend::add_sampled_to_history(Tensor& rows, Tensor& entries, const Tensor& sources, const Tensor& sampled) {
+  check_add_sampled_to_history(rows, entries, sources, sampled);
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&rows, &entries, &sources, &sampled}) {
+    DI_CHECK(t->device().is_cpu(), "add_sampled_to_history: the {} backend needs host tensors", name());
+  }
+  auto* row = static_cast<SampleRow*>(rows.raw_data());
+  auto* e = static_cast<SampleEntry*>(entries.raw_data());
+  const std::int32_t* src = sources.data<std::int32_t>();
+  for (std::int64_t t = 0; t < rows.dim(0); ++t) {
+    if (src[t] < 0) continue;
+    DI_CHECK(src[t] < sampled.dim(0), "add_sampled_to_history: row {} waits for sampled row {} of {}", t, src[t],
+             sampled.dim(0));
+    sm::add_to_history(row[t], e, static_cast<std::int32_t>(entries.dim(0)),
+                       sampled.data<std::int32_t>()[src[t] * sampled.dim(1)]);
+  }
+}
+
 std::int64_t Backend::check_sample_tokens(const Tensor& logits, const Tensor& rows, const Tensor& entries,
                                           const Tensor& masks, const Tensor& out) {
   DI_CHECK(logits.dtype() == DType::kF32 && logits.ndim() == 2 && (logits.dim(0) <= 1 || logits.stride(1) == 1),

@@ -3,6 +3,8 @@
 // checked here; the kernel skips out-of-range entry ids and mask rows.
 #include <cuda_runtime.h>
 
+#include <initializer_list>
+
 #include "ops/cuda/cuda_backend_impl.h"
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/sampling_launch.h"
@@ -63,6 +65,20 @@ class CudaReadback final : public HostReadback {
 
 std::unique_ptr<HostReadback> CudaBackend::make_readback(std::size_t bytes) {
   return std::make_unique<CudaReadback>(*this, bytes);
+}
+
+void CudaBackend::add_sampled_to_history(Tensor& rows, Tensor& entries, const Tensor& sources, const Tensor& sampled) {
+  check_add_sampled_to_history(rows, entries, sources, sampled);
+  if (rows.dim(0) == 0) return;
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&rows, &sources, &sampled})
+    check_on_device(*t, "add_sampled_to_history");
+  if (entries.numel() > 0) check_on_device(entries, "add_sampled_to_history entries");
+  activate();
+  launch_add_sampled_to_history(static_cast<SampleRow*>(rows.raw_data()), static_cast<int>(rows.dim(0)),
+                                static_cast<SampleEntry*>(entries.raw_data()), static_cast<int>(entries.dim(0)),
+                                sources.data<std::int32_t>(), sampled.data<std::int32_t>(),
+                                static_cast<int>(sampled.dim(0)), static_cast<int>(sampled.dim(1)), stream_);
+  DI_CUDA_CHECK_LAUNCH("add_sampled_to_history");
 }
 
 void CudaBackend::resolve_sampled_ids(Tensor& ids, const Tensor& sampled) {

@@ -108,6 +108,7 @@ class CudaBackend final : public Backend, public GraphBackend {
   void sample_tokens(const Tensor& logits, const Tensor& rows, const Tensor& entries, const Tensor& masks,
                      Tensor& out) override;
   void resolve_sampled_ids(Tensor& ids, const Tensor& sampled) override;
+  void add_sampled_to_history(Tensor& rows, Tensor& entries, const Tensor& sources, const Tensor& sampled) override;
   std::unique_ptr<HostReadback> make_readback(std::size_t bytes) override;  // backend_sampling.cpp
 
   // ---- graphs and staging (GraphBackend, backend_graph.cpp) -----------------------------------

@@ -798,7 +798,23 @@ __global__ void resolve_sampled_ids_kernel(std::int32_t* ids, int n, const std::
   ids[t] = row < rows ? sampled[row * width] : 0;
 }
 
+__global__ void add_sampled_to_history_kernel(SampleRow* rows, int n, SampleEntry* entries, int num_entries,
+                                              const std::int32_t* sources, const std::int32_t* sampled, int sampled_rows,
+                                              int width) {
+  const int t = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (t >= n || sources[t] < 0 || sources[t] >= sampled_rows) return;
+  sm::add_to_history(rows[t], entries, num_entries, sampled[static_cast<long long>(sources[t]) * width]);
+}
+
 }  // namespace
+
+void launch_add_sampled_to_history(SampleRow* rows, int n, SampleEntry* entries, int num_entries,
+                                   const std::int32_t* sources, const std::int32_t* sampled, int sampled_rows, int width,
+                                   cudaStream_t stream) {
+  if (n == 0) return;
+  add_sampled_to_history_kernel<<<static_cast<unsigned>((n + 127) / 128), 128, 0, stream>>>(
+      rows, n, entries, num_entries, sources, sampled, sampled_rows, width);
+}
 
 void launch_resolve_sampled_ids(std::int32_t* ids, int n, const std::int32_t* sampled, int rows, int width,
                                 cudaStream_t stream) {

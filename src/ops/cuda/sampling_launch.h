@@ -33,6 +33,10 @@ struct SampleLaunch {
 // Log-sum-exp chunks of a row of `vocab` ids (the size of a row's chunk_sums).
 std::int64_t sample_chunks_per_row(int vocab);
 void launch_sample_tokens(const SampleLaunch& args, cudaStream_t stream);
+// Backend::add_sampled_to_history (rows whose source is past sampled_rows are left alone).
+void launch_add_sampled_to_history(SampleRow* rows, int n, SampleEntry* entries, int num_entries,
+                                   const std::int32_t* sources, const std::int32_t* sampled, int sampled_rows, int width,
+                                   cudaStream_t stream);
 // ids[t] = sampled[(-1 - ids[t]) * width] where ids[t] < 0 (0 past `rows`).
 void launch_resolve_sampled_ids(std::int32_t* ids, int n, const std::int32_t* sampled, int rows, int width,
                                 cudaStream_t stream);
