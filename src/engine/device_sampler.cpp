@@ -9,6 +9,11 @@
 namespace deepinfer::engine {
 namespace {
 
+// Copies `bytes` into a staging slice (an empty vector's data() may be null: memcpy must not see it).
+void put(Tensor slice, const void* src, std::size_t bytes) {
+  if (bytes > 0) std::memcpy(slice.raw_data(), src, bytes);
+}
+
 void upload_words(ops::Backend& backend, const void* host, Tensor& device) {
   if (device.numel() == 0) return;
   const Tensor src = Tensor::view_of(const_cast<void*>(host), device.shape(), DType::kI32, nullptr);
@@ -85,12 +90,9 @@ void DeviceSampler::reserve(Frame& f) {
 void DeviceSampler::upload(const Tensor* previous) {
   Frame& f = packing();
   reserve(f);
-  Tensor rows = f.staging->host("rows");
-  std::memcpy(rows.raw_data(), f.rows.data(), f.rows.size() * sizeof(ops::SampleRow));
-  Tensor entries = f.staging->host("entries");
-  std::memcpy(entries.raw_data(), f.entries.data(), f.entries.size() * sizeof(ops::SampleEntry));
-  Tensor sources = f.staging->host("sources");
-  std::memcpy(sources.raw_data(), f.sources.data(), f.sources.size() * sizeof(std::int32_t));
+  put(f.staging->host("rows"), f.rows.data(), f.rows.size() * sizeof(ops::SampleRow));
+  put(f.staging->host("entries"), f.entries.data(), f.entries.size() * sizeof(ops::SampleEntry));
+  put(f.staging->host("sources"), f.sources.data(), f.sources.size() * sizeof(std::int32_t));
   f.staging->upload();
   if (!f.any_source) return;
   DI_CHECK(previous != nullptr, "device sampler: rows wait for a previous step's tokens, but none was given");
