@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GPU machine, one call for the decode step's small kernels (mHC, norms, row, indexer and top-k
-# kernels): builds the op-parity suite and v4_model_bench (with --golden also cuda_golden_test and
-# the CUDA graph tests), runs the parity tests matching --filter, then decode steps of the real
+# kernels): builds the op-parity suite, bench/small_ops_bench and v4_model_bench (with --golden also
+# cuda_golden_test and the CUDA graph tests), runs the parity tests matching --filter, times each
+# small op alone (small_ops_bench at the --batches token counts), then decode steps of the real
 # V4-Flash geometry (dummy weights, N layers, graphs) at every --batches size in ONE bench process
 # under the CUPTI tracer (tools/gpu/kernel_trace.cpp); tools/gpu/trace_phases.py prints each batch
 # size's kernels per step. Logs and the trace in $OUT.
@@ -26,7 +27,7 @@ start=$(date +%s)
 stamp() { echo "[+$(( $(date +%s) - start ))s] $*"; }
 tests="ops_cuda_parity_test"
 [ "$golden" = 1 ] && tests="$tests ops_cuda_graph_test cuda_golden_test"
-if ! bash tools/gpu/build.sh $tests v4_model_bench >"$out/build.log" 2>&1; then
+if ! bash tools/gpu/build.sh $tests v4_model_bench small_ops_bench >"$out/build.log" 2>&1; then
   grep -E "error|Error" "$out/build.log" | head -30; exit 1
 fi
 stamp build
@@ -39,6 +40,10 @@ for t in $tests; do
   stamp "$t: exit $?, $(grep -E '^\[  PASSED|^\[  FAILED  \] [0-9]+ test' "$out/$t.log" | tr '\n' ' ')"
   grep -E "^\[  FAILED  \] [A-Za-z]|Failure|relative error" "$out/$t.log" | head -20
 done
+# Each small op alone (graph replays), with the variants that isolate a fused op's stages.
+timeout 100 build/gpu/bench/small_ops_bench --tokens "$batches" >"$out/small_ops.md" 2>"$out/small_ops.log"
+stamp "small_ops_bench: exit $?"
+cat "$out/small_ops.md"
 bash tools/gpu/build_kernel_trace.sh "$out/trace_build.log" || exit 1
 timeout 200 env KERNEL_TRACE_OUT="$out/trace.csv" LD_PRELOAD=/tmp/kernel_trace.so build/gpu/bench/v4_model_bench \
   --config tests/io/fixtures/v4_flash.release.json --num-layers "$layers" --prefill 16 --batches "$batches" \
