@@ -1,0 +1,310 @@
+// Building blocks of the device sampler (sampling_kernels.cu): a logits row split over a
+// thread-block cluster, each block a contiguous slice of the vocabulary; block reductions combined
+// over distributed shared memory in rank order (the same result whatever the split), the n-th
+// matching id, and the MSB-first radix select over float order keys. Included by one .cu only.
+#pragma once
+
+#include <cooperative_groups.h>
+
+#include <climits>
+#include <cstdint>
+
+#include "ops/cuda/sampling_launch.h"
+#include "ops/sampling_math.h"
+
+namespace deepinfer::ops::cuda::row_cluster {
+
+namespace cg = cooperative_groups;
+namespace sm = ::deepinfer::ops::sampling;
+using u64 = unsigned long long;
+
+constexpr int kThreads = 512;
+constexpr int kWarps = kThreads / 32;
+constexpr unsigned kFull = 0xffffffffu;
+// top-k up to this many ids: the k survivors are gathered on rank 0, which finishes the row alone
+// (min-p, top-p over the sorted survivors, an exact Gumbel race) without further passes over the row.
+constexpr int kCompact = 1024;
+
+struct Shared {
+  // Per-warp partials of a block reduction, then the block's value in a ring of two cluster
+  // slots (a slot is rewritten two reductions later, after every block passed the barrier of the
+  // reduction in between, so no block still reads it).
+  double red_d[kWarps];
+  int red_i[kWarps];
+  u64 red_u[kWarps];
+  double slot_d[2];
+  int slot_i[2];
+  u64 slot_u[2];
+  u64 hist[2][256];  // radix passes alternate, for the same reason
+  u64 total[256];    // the cluster's histogram of the current pass
+  int top_ids[kMaxSampleTop];  // rank 0 collects the top list
+  float top_vals[kMaxSampleTop];
+  int top_count;
+  int found[2];  // nth_match's result (rank 0's copy is the cluster's)
+  // The top-k survivors on rank 0: (order key << 32 | ~id), sorted best first, and their masses.
+  u64 cand[kCompact];
+  u64 cand_mass[kCompact];
+  int cand_count;
+  int cand_cut;
+  int sel_digit;
+  u64 sel_above;
+  double lse;
+};
+
+// Where this block works: the cluster of its row, its slice [begin, end) of the vocabulary.
+struct Ctx {
+  cg::cluster_group cluster;
+  unsigned rank;
+  unsigned size;
+  int begin;
+  int end;
+  int phase;  // cluster reductions so far (every thread of the cluster runs the same sequence)
+};
+
+__device__ __forceinline__ float key_value(std::uint32_t key) {
+  const std::uint32_t b = (key & 0x80000000u) != 0 ? (key & 0x7FFFFFFFu) : ~key;
+  return __uint_as_float(b);
+}
+
+template <typename T>
+__device__ __forceinline__ T* remote(Ctx& c, T* local, unsigned rank) {
+  return c.cluster.map_shared_rank(local, rank);
+}
+
+// ---- cluster reductions (every thread of the cluster calls; all get the result) ---------------------
+__device__ inline u64 cluster_sum(u64 x, Shared& sh, Ctx& c) {
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(kFull, x, o);
+  __syncthreads();
+  if (threadIdx.x % 32 == 0) sh.red_u[threadIdx.x / 32] = x;
+  __syncthreads();
+  const int s = c.phase++ & 1;
+  if (threadIdx.x == 0) {
+    u64 t = 0;
+    for (int i = 0; i < kWarps; ++i) t += sh.red_u[i];
+    sh.slot_u[s] = t;
+  }
+  c.cluster.sync();
+  u64 t = 0;
+  for (unsigned r = 0; r < c.size; ++r) t += *remote(c, &sh.slot_u[s], r);
+  return t;
+}
+
+// Rank 0's value (thread 0's) for every thread of the cluster.
+__device__ inline int cluster_broadcast(int x, Shared& sh, Ctx& c) {
+  const int s = c.phase++ & 1;
+  if (c.rank == 0 && threadIdx.x == 0) sh.slot_i[s] = x;
+  c.cluster.sync();
+  return *remote(c, &sh.slot_i[s], 0);
+}
+
+// Max of finite-or-inf floats (NaN ignored, as std::max with the running value first).
+__device__ inline float cluster_fmax(float x, Shared& sh, Ctx& c) {
+  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(kFull, x, o));
+  __syncthreads();
+  if (threadIdx.x % 32 == 0) sh.red_d[threadIdx.x / 32] = x;
+  __syncthreads();
+  const int s = c.phase++ & 1;
+  if (threadIdx.x == 0) {
+    float m = -INFINITY;
+    for (int i = 0; i < kWarps; ++i) m = fmaxf(m, static_cast<float>(sh.red_d[i]));
+    sh.slot_d[s] = m;
+  }
+  c.cluster.sync();
+  float m = -INFINITY;
+  for (unsigned r = 0; r < c.size; ++r) m = fmaxf(m, static_cast<float>(*remote(c, &sh.slot_d[s], r)));
+  return m;
+}
+
+// Best (score, id): higher score, then lower id; id < 0 is empty.
+__device__ __forceinline__ bool better(double s, int i, double bs, int bi) {
+  return i >= 0 && (bi < 0 || s > bs || (s == bs && i < bi));
+}
+
+// The block's best (score, id) into s and i of every thread.
+__device__ inline void block_best(double& s, int& i, Shared& sh) {
+  for (int o = 16; o > 0; o >>= 1) {
+    const double os = __shfl_xor_sync(kFull, s, o);
+    const int oi = __shfl_xor_sync(kFull, i, o);
+    if (better(os, oi, s, i)) {
+      s = os;
+      i = oi;
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x % 32 == 0) {
+    sh.red_d[threadIdx.x / 32] = s;
+    sh.red_i[threadIdx.x / 32] = i;
+  }
+  __syncthreads();
+  s = sh.red_d[0];
+  i = sh.red_i[0];
+  for (int w = 1; w < kWarps; ++w) {
+    if (better(sh.red_d[w], sh.red_i[w], s, i)) {
+      s = sh.red_d[w];
+      i = sh.red_i[w];
+    }
+  }
+}
+
+__device__ inline int cluster_best(double s, int i, Shared& sh, Ctx& c, double* best_score = nullptr) {
+  block_best(s, i, sh);
+  const int slot = c.phase++ & 1;
+  if (threadIdx.x == 0) {
+    sh.slot_d[slot] = s;
+    sh.slot_i[slot] = i;
+  }
+  c.cluster.sync();
+  double bs = 0.0;
+  int bi = -1;
+  for (unsigned r = 0; r < c.size; ++r) {
+    const double rs = *remote(c, &sh.slot_d[slot], r);
+    const int ri = *remote(c, &sh.slot_i[slot], r);
+    if (better(rs, ri, bs, bi)) {
+      bs = rs;
+      bi = ri;
+    }
+  }
+  if (best_score != nullptr) *best_score = bs;
+  return bi;
+}
+
+// Argmax of x over the row with the host's rule (strict >, so the lowest id wins ties, NaN and
+// -inf never win; -1 when nothing beats -inf).
+__device__ inline int cluster_argmax(const float* x, Shared& sh, Ctx& c) {
+  float bv = -INFINITY;
+  int bi = -1;
+  for (int v = c.begin + static_cast<int>(threadIdx.x); v < c.end; v += kThreads) {
+    if (x[v] > bv) {
+      bv = x[v];
+      bi = v;
+    }
+  }
+  return cluster_best(bi >= 0 ? static_cast<double>(bv) : -INFINITY, bi, sh, c);
+}
+
+// The id of the n-th (1-based) id in ascending order with pred(id), or INT_MAX when fewer match.
+// Each thread owns a contiguous run of its block's slice: one scan of the run counts suffices.
+template <typename Pred>
+__device__ inline int nth_match(long long n, Pred pred, Shared& sh, Ctx& c) {
+  const int per = (c.end - c.begin + kThreads - 1) / kThreads;
+  const int begin = min(c.end, c.begin + static_cast<int>(threadIdx.x) * per), end = min(c.end, begin + per);
+  int count = 0;
+  for (int v = begin; v < end; ++v) count += pred(v) ? 1 : 0;
+  const int fs = c.phase & 1;  // the result slot (the reduction below advances the phase)
+  if (c.rank == 0 && threadIdx.x == 0) sh.found[fs] = INT_MAX;
+  // Exclusive scan of the counts in (block, thread) order.
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  int incl = count;
+  for (int o = 1; o < 32; o <<= 1) {
+    const int y = __shfl_up_sync(kFull, incl, o);
+    if (lane >= o) incl += y;
+  }
+  __syncthreads();
+  if (lane == 31) sh.red_i[warp] = incl;
+  __syncthreads();
+  long long before = incl - count;
+  for (int w = 0; w < warp; ++w) before += sh.red_i[w];
+  int block_total = 0;
+  for (int w = 0; w < kWarps; ++w) block_total += sh.red_i[w];
+  __syncthreads();
+  const int s = c.phase++ & 1;
+  if (threadIdx.x == 0) sh.slot_u[s] = static_cast<u64>(block_total);
+  c.cluster.sync();  // also orders rank 0's reset of the result slot before any write to it
+  for (unsigned r = 0; r < c.rank; ++r) before += static_cast<long long>(*remote(c, &sh.slot_u[s], r));
+  if (before < n && before + count >= n) {
+    long long k = before;
+    for (int v = begin; v < end; ++v) {
+      if (pred(v) && ++k == n) {
+        *remote(c, &sh.found[fs], 0) = v;
+        break;
+      }
+    }
+  }
+  c.cluster.sync();
+  return *remote(c, &sh.found[fs], 0);
+}
+
+// MSB-first radix select over the 32-bit order keys of the ids with in(v): the largest key K
+// such that reached(weight of ids with key >= K). `above` gets the weight of the keys > K.
+// kUnit: every weight is 1 (a count), so a group's sum is its population.
+template <bool kUnit, typename In, typename Key, typename Weight, typename Reached>
+__device__ std::uint32_t radix_select(In in, Key key, Weight weight, Reached reached, u64& above, Shared& sh, Ctx& c) {
+  std::uint32_t prefix = 0;
+  above = 0;
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    const int h = (shift / 8) & 1;
+    u64* hist = sh.hist[h];
+    for (int i = threadIdx.x; i < 256; i += kThreads) hist[i] = 0;
+    __syncthreads();
+    const std::uint32_t high = shift == 24 ? 0u : (0xFFFFFFFFu << (shift + 8));
+    // A row's logits share a few exponent bytes, so one atomic per id would pile onto the same
+    // bins: the lanes of a warp with the same digit add their weights first, one atomic per group.
+    const int lane = threadIdx.x % 32;
+    for (int base = c.begin; base < c.end; base += kThreads) {
+      const int v = base + static_cast<int>(threadIdx.x);
+      std::uint32_t digit = 256;  // none
+      u64 w = 0;
+      if (v < c.end && in(v)) {
+        const std::uint32_t k = key(v);
+        if ((k & high) == (prefix & high)) {
+          digit = (k >> shift) & 255u;
+          w = weight(v);
+        }
+      }
+      const unsigned peers = __match_any_sync(kFull, digit);
+      u64 sum = 0;
+      if (kUnit) {
+        sum = static_cast<u64>(__popc(peers));
+      } else {
+        for (int j = 0; j < 32; ++j) {
+          const u64 wj = __shfl_sync(kFull, w, j);
+          if ((peers >> j) & 1u) sum += wj;
+        }
+      }
+      if (digit < 256 && __ffs(peers) - 1 == lane) atomicAdd(&hist[digit], sum);
+    }
+    c.cluster.sync();  // every block's histogram of this pass is complete
+    for (int i = threadIdx.x; i < 256; i += kThreads) {
+      u64 bin = 0;
+      for (unsigned r = 0; r < c.size; ++r) bin += remote(c, hist, r)[i];
+      sh.total[i] = bin;
+    }
+    __syncthreads();
+    if (threadIdx.x < 32) {
+      // The first digit from the top (255 down to 1; else 0) whose bin completes the target, as
+      // a sequential walk finds it: lane l walks digits 255 - 8l down to 248 - 8l, starting from
+      // the exact sum of the bins above its range; the lowest lane with a hit has the answer.
+      u64 local = 0;
+      for (int j = 0; j < 8; ++j) local += sh.total[255 - 8 * lane - j];
+      u64 incl = local;
+      for (int o = 1; o < 32; o <<= 1) {
+        const u64 y = __shfl_up_sync(kFull, incl, o);
+        if (lane >= o) incl += y;
+      }
+      u64 cum = above + (incl - local);
+      int hit = -1;
+      u64 hit_cum = 0;
+      for (int j = 0; j < 8; ++j) {
+        const int d = 255 - 8 * lane - j;
+        if (d == 0 || reached(cum + sh.total[d])) {
+          hit = d;
+          hit_cum = cum;
+          break;
+        }
+        cum += sh.total[d];
+      }
+      const unsigned hits = __ballot_sync(kFull, hit >= 0);  // lane 31 hits at digit 0 at the latest
+      if (lane == __ffs(hits) - 1) {
+        sh.sel_digit = hit;
+        sh.sel_above = hit_cum;
+      }
+    }
+    __syncthreads();
+    prefix |= static_cast<std::uint32_t>(sh.sel_digit) << shift;
+    above = sh.sel_above;
+    __syncthreads();  // sel_* are rewritten by the next pass
+  }
+  return prefix;
+}
+
+}  // namespace deepinfer::ops::cuda::row_cluster
