@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Device run for the engine loop and device sampling: builds, checks the CUDA sampling op against
-# the CPU reference (every cluster split, tokens and logprob bits) and times it, times the model's
+# the CPU reference (every cluster split, tokens and logprob bits) and times it, checks the engine on
+# the V4 model launched ahead against the loops that wait for the host (engine_cuda_test), times the model's
 # own graph-replayed decode step (v4_model_bench) at the same batches, then runs engine_bench on
 # dummy V4-Flash weights at batch 1 and 32 — top-k 50 + top-p 0.95 at temperature 1 with the next
 # step launched ahead and without (collected first), and greedy launched ahead — under the CUPTI
@@ -24,7 +25,7 @@ finish() {
 }
 trap finish EXIT
 stamp build
-if ! bash tools/gpu/build.sh ops_cuda_parity_test engine_bench v4_model_bench >"$logs/build.log" 2>&1; then
+if ! bash tools/gpu/build.sh ops_cuda_parity_test engine_cuda_test engine_bench v4_model_bench >"$logs/build.log" 2>&1; then
   tail -40 "$logs/build.log"
   exit 1
 fi
@@ -34,6 +35,11 @@ stamp "sampling parity + timing"
 timeout 90 build/gpu/tests/ops/ops_cuda_parity_test --gtest_filter='CudaSampling*' >"$logs/sampling_parity.log" 2>&1
 echo "exit status $?"
 grep -E "^\[  (FAILED|PASSED|SKIPPED|       OK) |Failure|Expected|Which is|word|device sampling" "$logs/sampling_parity.log" | head -40
+
+stamp "engine on the V4 model: launched ahead == collected first == synchronous host sampling"
+timeout 90 build/gpu/tests/engine/engine_cuda_test >"$logs/engine_cuda_test.log" 2>&1
+echo "exit status $?"
+grep -E "^\[  (FAILED|PASSED|SKIPPED) |Failure|Expected|Which is" "$logs/engine_cuda_test.log" | head -20
 
 if [ "${MODEL_BENCH:-1}" = 1 ]; then
   stamp "model decode step (v4_model_bench, graphs)"
