@@ -241,7 +241,9 @@ std::vector<std::future<void>> Engine::start_masks(const ScheduledBatch& batch) 
     if (ref_it == seq_refs_.end()) continue;  // finished after scheduling: its row is not read
     const SeqRef& ref = ref_it->second;
     TokenConstraint* constraint = ref.request->completions[static_cast<std::size_t>(ref.index)].constraint.get();
-    if (constraint == nullptr) continue;
+    // A constraint at its end finished its sequence in the step before (launching ahead schedules
+    // it once more): that row is never read, and a finished matcher need not fill masks.
+    if (constraint == nullptr || constraint->is_terminated()) continue;
     const Sequence& seq = *scheduler_->find(ss.id);
     std::vector<std::int32_t> drafts(seq.drafts.begin(), seq.drafts.begin() + ss.num_drafts);
     for (std::int32_t r = 0; r < ss.num_logits; ++r) row_has_mask_[static_cast<std::size_t>(ss.logits_offset + r)] = 1;
