@@ -26,10 +26,8 @@ void launch_scatter_rows(const DevRows& src, const DevRowSource& dst, const std:
                          cudaStream_t stream);
 void launch_binary(const DevRows& a, const DevRows& b, const DevRows& out, BinaryOp op, float param,
                    cudaStream_t stream);
-// Threads per row of rms_norm for rows wider than kWarpRowMax (narrower rows: a warp each); the fused
-// hc_pre + rms_norm sums like whichever of the two the row width picks.
+// Threads per row of rms_norm; the fused hc_pre + rms_norm uses the same count and order.
 constexpr int kNormThreads = 512;
-constexpr int kWarpRowMax = 1024;
 void launch_rms_norm(const DevRows& x, const DevRows* weight, float eps, const DevRows& out, cudaStream_t stream);
 // The rotation of the fused rms_norm + rope: row r's position is positions[r / heads]; interleaved
 // pairs of the last rope_dim columns turn forward.

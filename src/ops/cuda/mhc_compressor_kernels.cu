@@ -186,7 +186,6 @@ __global__ void __launch_bounds__(kFinishThreads, 1) hc_mix_finish_kernel(HcArgs
   __shared__ float pre[16];
   __shared__ float comb_s[16 * 16];
   __shared__ float red[32];
-  __shared__ float row_s[kWarpRowMax];  // the collapsed row when the fused norm sums like a warp
   const std::int64_t t = blockIdx.x;
   const int n = a.n, tid = static_cast<int>(threadIdx.x);
   const std::int64_t width = n * a.d;
@@ -245,7 +244,6 @@ __global__ void __launch_bounds__(kFinishThreads, 1) hc_mix_finish_kernel(HcArgs
   if (!collapse) return;  // hc_mix: the collapse happens one site later
   float yv[kPrefetch];
   float ss = 0.0f;
-  const bool narrow = a.d <= kWarpRowMax;
   const std::int64_t rest = prefetch ? static_cast<std::int64_t>(kPrefetch) * kFinishThreads : 0;
   if (prefetch) {
 #pragma unroll
@@ -259,7 +257,6 @@ __global__ void __launch_bounds__(kFinishThreads, 1) hc_mix_finish_kernel(HcArgs
       if (c < a.d) {
         if (norm) ss = fmaf(yv[k], yv[k], ss);
         else store_elem(a.y, t, c, v);
-        if (norm && narrow) row_s[c] = yv[k];
       }
     }
   }
@@ -269,23 +266,9 @@ __global__ void __launch_bounds__(kFinishThreads, 1) hc_mix_finish_kernel(HcArgs
     store_elem(a.y, t, c, v);  // normalised below when fused: this thread re-reads its own value
     const float r = round_like(a.y.bf16, v);
     ss = fmaf(r, r, ss);
-    if (norm && narrow) row_s[c] = r;
   }
   if (!norm) return;
-  if (narrow) {
-    // Rows up to kWarpRowMax: rms_norm runs a warp per row, so sum like it (lane l: columns l, l + 32, ...).
-    __syncthreads();
-    if (tid < 32) {
-      float s = 0.0f;
-      for (std::int64_t c = tid; c < a.d; c += 32) s = fmaf(row_s[c], row_s[c], s);
-      s = warp_sum(s);
-      if (tid == 0) red[0] = s;
-    }
-    __syncthreads();
-    ss = red[0];
-  } else {
-    ss = block_sum(ss, red);
-  }
+  ss = block_sum(ss, red);
   const float rinv = 1.0f / sqrtf(ss / static_cast<float>(a.d) + a.rms_eps);
   if (prefetch) {
 #pragma unroll

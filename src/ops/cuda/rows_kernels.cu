@@ -124,56 +124,49 @@ __device__ __forceinline__ void rotate_pair(float x0, float x1, float c, float s
   y1 = x0 * s + x1 * c;
 }
 
-// kRowThreads threads per row: a block of kNormThreads per row (rows wider than kWarpRowMax, e.g. the
-// 4096-wide hidden rows), or a warp per row (up to kWarpRowMax: the query heads' and K=V rows of 512,
-// the q latent of 1024; 8 rows per block, no block barrier), so the summation order depends on the
-// row width only. The row and the weight are loaded up front (raw bits, all in flight; a strided loop
-// of dependent loads was latency-bound: ~10 us for one 4096-wide row). Thread l of a row sums columns
-// l, l + kRowThreads, ... in order, then the warp's xor tree (and, for a block, the warps in order);
-// hc_mix_finish_kernel's fused norm sums like the variant its width picks. kRope: then rope_kernel's rotation of
-// the stored (rounded) values, the pair partner's value coming from the neighbouring lane (the row
-// fits the registers, pairs start on even columns).
-template <bool kRope, int kRowThreads>
-__global__ void __launch_bounds__(kRowThreads == 32 ? 256 : kNormThreads, 1)
-    rms_norm_kernel(DevRows x, DevRows weight, int has_weight, float eps, DevRows out, RopeRows rope) {
-  constexpr int kRegs = kRowThreads == 32 ? kWarpRowMax / 32 : kNormRegs;
+// One block per row. The row and the weight are loaded up front, kNormRegs values per thread, so
+// their loads are in flight together (a strided loop of dependent loads was latency-bound: ~10 us
+// for one 4096-wide row). Thread tid sums columns tid, tid + kNormThreads, ... in order, then the
+// block sums the warps in order; hc_mix_finish_kernel's fused norm sums exactly the same way.
+// kRope: then rope_kernel's rotation of the stored (rounded) values, the pair partner's value
+// coming from the neighbouring lane (the row fits the registers, pairs start on even columns).
+template <bool kRope>
+__global__ void __launch_bounds__(kNormThreads) rms_norm_kernel(DevRows x, DevRows weight, int has_weight, float eps,
+                                                                DevRows out, RopeRows rope) {
   __shared__ float red[32];
-  const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / kRowThreads) + threadIdx.x / kRowThreads;
-  if constexpr (kRowThreads == 32) {
-    if (r >= x.rows) return;  // the whole warp: its shuffles stay among live lanes
-  }
-  const int tid = static_cast<int>(threadIdx.x) % kRowThreads;
-  std::uint32_t vb[kRegs], wb[kRegs];
+  const std::int64_t r = blockIdx.x;
+  const int tid = static_cast<int>(threadIdx.x);
+  std::uint32_t vb[kNormRegs], wb[kNormRegs];
 #pragma unroll
-  for (int k = 0; k < kRegs; ++k) {
-    const std::int64_t c = tid + k * kRowThreads;
+  for (int k = 0; k < kNormRegs; ++k) {
+    const std::int64_t c = tid + k * kNormThreads;
     vb[k] = c < x.width ? load_bits(x, r, c) : 0u;
     wb[k] = has_weight && c < x.width ? load_bits(weight, 0, c) : 0u;
   }
+  float v[kNormRegs], w[kNormRegs];
+#pragma unroll
+  for (int k = 0; k < kNormRegs; ++k) {
+    v[k] = bits_value(x, vb[k]);
+    w[k] = bits_value(weight, wb[k]);
+  }
   float ss = 0.0f;
 #pragma unroll
-  for (int k = 0; k < kRegs; ++k) {
-    const float v = bits_value(x, vb[k]);
-    if (tid + k * kRowThreads < x.width) ss = fmaf(v, v, ss);
-  }
-  const std::int64_t rest = static_cast<std::int64_t>(kRegs) * kRowThreads;
-  for (std::int64_t c = rest + tid; !kRope && c < x.width; c += kRowThreads) {
+  for (int k = 0; k < kNormRegs; ++k)
+    if (tid + k * kNormThreads < x.width) ss = fmaf(v[k], v[k], ss);
+  const std::int64_t rest = static_cast<std::int64_t>(kNormRegs) * kNormThreads;
+  for (std::int64_t c = rest + tid; !kRope && c < x.width; c += kNormThreads) {
     const float u = load_elem(x, r, c);
     ss = fmaf(u, u, ss);
   }
-  if constexpr (kRowThreads == 32) {
-    ss = warp_sum(ss);
-  } else {
-    ss = block_sum(ss, red);
-  }
+  ss = block_sum(ss, red);
   const float inv = 1.0f / sqrtf(ss / static_cast<float>(x.width) + eps);
   float pos = 0.0f;
   if (kRope) pos = static_cast<float>(rope.positions[r / rope.heads]);
 #pragma unroll
-  for (int k = 0; k < kRegs; ++k) {
-    const std::int64_t c = tid + k * kRowThreads;
-    float o = bits_value(x, vb[k]) * inv;
-    if (has_weight) o = bits_value(weight, wb[k]) * o;
+  for (int k = 0; k < kNormRegs; ++k) {
+    const std::int64_t c = tid + k * kNormThreads;
+    float o = v[k] * inv;
+    if (has_weight) o = w[k] * o;
     if (kRope) {
       const float mine = round_like(out.bf16, o);
       const float partner = __shfl_xor_sync(0xffffffffu, mine, 1);  // column c ^ 1
@@ -188,27 +181,12 @@ __global__ void __launch_bounds__(kRowThreads == 32 ? 256 : kNormThreads, 1)
     }
     if (c < x.width) store_elem(out, r, c, o);
   }
-  // Columns past the registers (block variant only, never with kRope): each is re-read by the thread
-  // that summed it (out may alias x).
-  for (std::int64_t c = rest + tid; !kRope && c < x.width; c += kRowThreads) {
+  // Columns past the registers (never with kRope): each is re-read by the thread that summed it
+  // (out may alias x).
+  for (std::int64_t c = rest + tid; !kRope && c < x.width; c += kNormThreads) {
     float o = load_elem(x, r, c) * inv;
     if (has_weight) o = load_elem(weight, 0, c) * o;
     store_elem(out, r, c, o);
-  }
-}
-
-// Both variants of a norm over x's rows: a warp per row up to kWarpRowMax columns, else a block.
-template <bool kRope>
-void launch_norm_rows(const DevRows& x, const DevRows* weight, float eps, const DevRows& out, const RopeRows& rope,
-                      cudaStream_t stream) {
-  if (x.rows == 0) return;
-  const DevRows w = weight ? *weight : DevRows{};
-  if (x.width <= kWarpRowMax) {
-    rms_norm_kernel<kRope, 32><<<static_cast<unsigned>((x.rows + 7) / 8), 256, 0, stream>>>(x, w, weight ? 1 : 0, eps,
-                                                                                            out, rope);
-  } else {
-    rms_norm_kernel<kRope, kNormThreads><<<static_cast<unsigned>(x.rows), kNormThreads, 0, stream>>>(
-        x, w, weight ? 1 : 0, eps, out, rope);
   }
 }
 
@@ -358,7 +336,9 @@ void launch_binary(const DevRows& a, const DevRows& b, const DevRows& out, Binar
 }
 
 void launch_rms_norm(const DevRows& x, const DevRows* weight, float eps, const DevRows& out, cudaStream_t stream) {
-  launch_norm_rows<false>(x, weight, eps, out, RopeRows{}, stream);
+  if (x.rows == 0) return;
+  rms_norm_kernel<false><<<static_cast<unsigned>(x.rows), kNormThreads, 0, stream>>>(
+      x, weight ? *weight : DevRows{}, weight ? 1 : 0, eps, out, RopeRows{});
 }
 
 bool rms_norm_rope_fits(std::int64_t width, int rope_dim) {
@@ -368,7 +348,9 @@ bool rms_norm_rope_fits(std::int64_t width, int rope_dim) {
 
 void launch_rms_norm_rope(const DevRows& x, const DevRows* weight, float eps, const RopeRows& rope,
                           cudaStream_t stream) {
-  launch_norm_rows<true>(x, weight, eps, x, rope, stream);
+  if (x.rows == 0) return;
+  rms_norm_kernel<true><<<static_cast<unsigned>(x.rows), kNormThreads, 0, stream>>>(
+      x, weight ? *weight : DevRows{}, weight ? 1 : 0, eps, x, rope);
 }
 
 void launch_rope(const DevRows& x, std::int64_t heads, const std::int32_t* positions, const float* inv_freq,
