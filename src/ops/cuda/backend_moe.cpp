@@ -264,18 +264,20 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& expert_ids, const T
   g.ldo = inter;
   g.items = place.items;
   g.item_count = place.item_count;
-  if (prefill) {
-    if (options_.moe_prefill_wgmma && !options_.batch_invariant) {
-      launch_moe_prefill_wgmma(g, static_cast<int>(max_items), 2, stream_);
+  // One grouped GEMM over the placed rows: weight sets 2 (w1, w3) or 1 (w2), n output columns.
+  const auto grouped_gemm = [&](const MmaGemmArgs& args, int sets, std::int64_t n) {
+    const int items = static_cast<int>(max_items);
+    if (prefill && options_.moe_prefill_wgmma && !options_.batch_invariant) {
+      launch_moe_prefill_wgmma(args, items, sets, stream_);
+    } else if (prefill) {
+      launch_moe_prefill_gemm(args, items, sets, stream_);
+    } else if (gemv) {
+      launch_gemv(format, true, args, items, sets, stream_);
     } else {
-      launch_moe_prefill_gemm(g, static_cast<int>(max_items), 2, stream_);
+      launch_mma_gemm(format, tile, true, args, static_cast<int>(ceil_div(n, shape.bn)), items, sets, stream_);
     }
-  } else if (gemv) {
-    launch_gemv(format, true, g, static_cast<int>(max_items), 2, stream_);
-  } else {
-    launch_mma_gemm(format, tile, true, g, static_cast<int>(ceil_div(inter, shape.bn)), static_cast<int>(max_items), 2,
-                    stream_);
-  }
+  };
+  grouped_gemm(g, 2, inter);
   DI_CUDA_CHECK_LAUNCH("moe_experts (w1/w3)");
 
   MoeSwigluArgs sw = swiglu_args(gate, up, place.rw, inter, options);
@@ -297,18 +299,7 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& expert_ids, const T
   g2.out[0] = y;
   g2.out[1] = nullptr;
   g2.ldo = dim;
-  if (prefill) {
-    if (options_.moe_prefill_wgmma && !options_.batch_invariant) {
-      launch_moe_prefill_wgmma(g2, static_cast<int>(max_items), 1, stream_);
-    } else {
-      launch_moe_prefill_gemm(g2, static_cast<int>(max_items), 1, stream_);
-    }
-  } else if (gemv) {
-    launch_gemv(format, true, g2, static_cast<int>(max_items), 1, stream_);
-  } else {
-    launch_mma_gemm(format, tile, true, g2, static_cast<int>(ceil_div(dim, shape.bn)), static_cast<int>(max_items), 1,
-                    stream_);
-  }
+  grouped_gemm(g2, 1, dim);
   DI_CUDA_CHECK_LAUNCH("moe_experts (w2)");
 
   combine_experts(y, place.pos, ids, k, dim, sw.mid_bf16, o, t_count, stream_);
