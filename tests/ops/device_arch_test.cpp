@@ -9,12 +9,13 @@
 namespace deepinfer::ops::cuda {
 namespace {
 
-TEST(DeviceArch, HopperIsValidatedAndUsesCublasLtBlockScaledFp8) {
+TEST(DeviceArch, HopperIsValidatedAndUsesCublasLtBlockScaledFp8AndWgmma) {
   const ArchFeatures* hopper = arch_features(9, 0);
   ASSERT_NE(hopper, nullptr);
   EXPECT_EQ(hopper->arch, GpuArch::kHopper);
   EXPECT_TRUE(hopper->validated);
   EXPECT_TRUE(hopper->cublaslt_fp8_block_scales);
+  EXPECT_TRUE(hopper->wgmma);
   EXPECT_EQ(hopper->build_arch, "90a");
 }
 
@@ -24,6 +25,7 @@ TEST(DeviceArch, BlackwellIsPreparedButNotValidatedAndAvoidsUnmeasuredLibraryMod
   EXPECT_EQ(blackwell->arch, GpuArch::kBlackwell);
   EXPECT_FALSE(blackwell->validated);
   EXPECT_FALSE(blackwell->cublaslt_fp8_block_scales);
+  EXPECT_FALSE(blackwell->wgmma);  // sm_90a's wgmma kernels are built for Hopper only
   EXPECT_EQ(blackwell->build_arch, "100a");
 }
 

@@ -267,7 +267,7 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& expert_ids, const T
   // One grouped GEMM over the placed rows: weight sets 2 (w1, w3) or 1 (w2), n output columns.
   const auto grouped_gemm = [&](const MmaGemmArgs& args, int sets, std::int64_t n) {
     const int items = static_cast<int>(max_items);
-    if (prefill && options_.moe_prefill_wgmma && !options_.batch_invariant) {
+    if (prefill && options_.moe_prefill_wgmma && arch_->wgmma && !options_.batch_invariant) {
       launch_moe_prefill_wgmma(args, items, sets, stream_);
     } else if (prefill) {
       launch_moe_prefill_gemm(args, items, sets, stream_);

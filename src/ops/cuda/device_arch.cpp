@@ -16,10 +16,10 @@ namespace {
 
 constexpr std::array<ArchFeatures, 2> kArchs{{
     // Hopper: every kernel and the cuBLASLt block-scaled FP8 path measured and checked on the H200.
-    {GpuArch::kHopper, 9, 0, "sm_90 (Hopper: H100, H200)", "90a", true, true},
+    {GpuArch::kHopper, 9, 0, "sm_90 (Hopper: H100, H200)", "90a", true, true, true},
     // Blackwell: the mma.sync kernels (FP8 m16n8k32, bf16 m16n8k16, cp.async) are valid sm_100 code;
-    // cuBLASLt's 128x128 block-scaled FP8 mode is not assumed there until measured.
-    {GpuArch::kBlackwell, 10, 0, "sm_100 (Blackwell: B200, GB200)", "100a", false, false},
+    // cuBLASLt's 128x128 block-scaled FP8 mode is not assumed there until measured; no wgmma (tcgen05).
+    {GpuArch::kBlackwell, 10, 0, "sm_100 (Blackwell: B200, GB200)", "100a", false, false, false},
 }};
 
 }  // namespace

@@ -18,6 +18,8 @@ struct ArchFeatures {
   // cuBLASLt FP8 GEMM with 128x128 f32 weight-block scales and 128-wide f32 activation scales (DeepSeek's
   // FP8 layout). Without it, large-M FP8 linears stay on deepinfer's own mma.sync kernels.
   bool cublaslt_fp8_block_scales = false;
+  // Hopper's warpgroup MMA (sm_90a wgmma: moe_prefill_wgmma.cu); its kernels are built for sm_90a only.
+  bool wgmma = false;
   // The op-parity suite and the golden tests have passed on this architecture (others run, with a
   // warning, once their kernels are built).
   bool validated = false;

@@ -76,6 +76,9 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], std::uint64_t d
 // Grid: (n / kBN, max items, weight sets), as moe_prefill_fp4_kernel. Per element the K order is fixed
 // (64-K stages, 16-K wgmma steps), so a row's result never depends on its item or the batch.
 __global__ void __launch_bounds__(kThreads, 2) moe_prefill_wgmma_kernel(MmaGemmArgs args) {
+// wgmma exists on sm_90a only: a build for other architectures too (DEEPINFER_CUDA_ARCHS="90a;100a")
+// compiles the body for Hopper alone; the dispatch launches this kernel only where ArchFeatures::wgmma.
+#if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(1024) std::uint8_t smem_in[];
   std::uint8_t* smem = smem_in + ((1024 - smem_u32(smem_in) % 1024) % 1024);
   std::uint8_t* a_s = smem;
@@ -188,8 +191,10 @@ __global__ void __launch_bounds__(kThreads, 2) moe_prefill_wgmma_kernel(MmaGemmA
       }
     }
   }
+#else
+  __trap();
+#endif
 }
-
 }  // namespace
 
 void launch_moe_prefill_wgmma(const MmaGemmArgs& args, int grid_y, int grid_z, cudaStream_t stream) {
