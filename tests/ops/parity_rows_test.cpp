@@ -85,6 +85,24 @@ TEST(CudaParity, BadTokenIdIsReportedNotCrashed) {
   gpu().synchronize();  // the fault is reported once
 }
 
+// The engine collects a launched-ahead step through a pinned read-back, never synchronize(): a fault of
+// that step must surface at the read-back's wait(), once, and the read-back must work again after it.
+TEST(CudaParity, DeviceFaultSurfacesAtTheReadbackOfItsStep) {
+  DEEPINFER_REQUIRE_GPU();
+  const Tensor table = to_gpu(random_tensor({10, 8}, 8));
+  Tensor out = gpu().empty({2, 8}, DType::kF32);
+  std::unique_ptr<HostReadback> readback = gpu().make_readback(static_cast<std::size_t>(out.nbytes()));
+  gpu().embedding(to_gpu(i32_tensor({2}, {1, 10})), table, out);
+  readback->enqueue(out);
+  EXPECT_THROW(readback->wait(), Error);
+  gpu().embedding(to_gpu(i32_tensor({2}, {1, 2})), table, out);
+  readback->enqueue(out);
+  const auto* got = static_cast<const float*>(readback->wait());
+  Tensor want = backend().empty({2, 8}, DType::kF32);
+  gpu().copy(out, want);
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(got[i], want.data<float>()[i]) << i;
+}
+
 TEST(CudaParity, ElementwiseOpsMatchCpu) {
   DEEPINFER_REQUIRE_GPU();
   for (std::int64_t rows : kRowCounts)

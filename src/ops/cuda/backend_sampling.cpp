@@ -19,7 +19,8 @@ class CudaReadback final : public HostReadback {
   CudaReadback(CudaBackend& backend, std::size_t bytes) : backend_(backend), bytes_(bytes) {
     backend.check_not_capturing("make_readback (pinned host allocation)");
     backend.activate();
-    const cudaError_t status = cudaHostAlloc(&host_, bytes > 0 ? bytes : 1, cudaHostAllocDefault);
+    // The fault words ride behind the payload, so a step's device faults surface at its wait().
+    const cudaError_t status = cudaHostAlloc(&host_, fault_offset() + sizeof(int) * kErrorWords, cudaHostAllocDefault);
     if (status != cudaSuccess) {
       cudaGetLastError();
       throw_error("readback: cannot allocate {} bytes of pinned host memory ({})", bytes, cudaGetErrorString(status));
@@ -41,6 +42,8 @@ class CudaReadback final : public HostReadback {
     backend_.check_not_capturing("readback (a device -> host copy)");
     backend_.activate();
     DI_CUDA_CHECK(cudaMemcpyAsync(host_, src.raw_data(), src.nbytes(), cudaMemcpyDeviceToHost, backend_.stream()));
+    DI_CUDA_CHECK(cudaMemcpyAsync(faults(), backend_.fault_word(), sizeof(int) * kErrorWords, cudaMemcpyDeviceToHost,
+                                  backend_.stream()));
     DI_CUDA_CHECK(cudaEventRecord(event_, backend_.stream()));
     recorded_ = true;
   }
@@ -49,11 +52,18 @@ class CudaReadback final : public HostReadback {
       backend_.activate();
       DI_CUDA_CHECK(cudaEventSynchronize(event_));
       recorded_ = false;
+      // A fault raised by the work before the copy (a bad id, a page-table miss): the word stays set on
+      // the device until reported, so synchronize() throws it with its text (rare; it waits for the
+      // work queued since, which is fine on an error path).
+      if (faults()[0] != 0) backend_.synchronize();
     }
     return host_;
   }
 
  private:
+  std::size_t fault_offset() const { return (bytes_ + 15) / 16 * 16; }
+  int* faults() const { return reinterpret_cast<int*>(static_cast<char*>(host_) + fault_offset()); }
+
   CudaBackend& backend_;
   std::size_t bytes_;
   void* host_ = nullptr;
