@@ -32,7 +32,7 @@ using model::v4::NumericMode;
 
 // max|Δ| / max|ref| over all positions. Exact mode keeps activations f32 on the GPU too (SIMT f32
 // GEMMs for f32 inputs, linear and experts), so it matches HF as the CPU backend does: measured on the
-// H200 (2026-11-29, docs/PERFORMANCE.md) <= 1.1e-6 on every fixture (CPU: <= 8.4e-7). 1e-4 leaves
+// H200 (2026-11-29, docs/PERFORMANCE_CUDA.md) <= 1.1e-6 on every fixture (CPU: <= 8.4e-7). 1e-4 leaves
 // room for summation order and is far below what a wrong op gives (0.1-0.5). (With bf16-staged
 // activations the error was 4e-3 per projection, which flipped near-tied router and indexer choices:
 // 0.15-0.36 on four fixtures.)

@@ -2,7 +2,7 @@
 // sequence captured once and replayed over new staged inputs gives the eager results bit for bit;
 // calls that cannot be captured fail with a deepinfer::Error naming them and leave the backend
 // usable; memory a graph replays stays valid across scratch and workspace growth; replay vs eager
-// launch cost is printed for docs/PERFORMANCE.md.
+// launch cost is printed for docs/PERFORMANCE_CUDA.md.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -456,7 +456,7 @@ TEST(CudaGraph, StagingAlternatesPinnedHostSlotsAndKeepsTheDeviceAddress) {
   EXPECT_EQ(hosts[1], hosts[5]);
 }
 
-// Host cost of issuing ~300 small ops eagerly vs one replay (numbers for docs/PERFORMANCE.md).
+// Host cost of issuing ~300 small ops eagerly vs one replay (numbers for docs/PERFORMANCE_CUDA.md).
 TEST(CudaGraph, ReplayCostsOneLaunchInsteadOfOnePerOp) {
   DEEPINFER_REQUIRE_GPU();
   Backend& be = gpu();

@@ -151,7 +151,7 @@ TEST(CudaSampling, EarlierSamplesResolveIdsAndJoinHistoriesAsOnTheCpu) {
   EXPECT_EQ(std::memcmp(entries_back.data(), entries_cpu.data(), entries_back.size() * 4), 0);
 }
 
-// Time per call at the DeepSeek vocabulary (not a pass/fail check: the numbers go to PERFORMANCE.md).
+// Time per call at the DeepSeek vocabulary (not a pass/fail check: the numbers go to docs/PERFORMANCE_CUDA_OPS.md).
 TEST(CudaSampling, TimesTheDeviceSamplerAtDeepSeekVocabulary) {
   DEEPINFER_REQUIRE_GPU();
   // 0: temperature 1 over the full vocabulary; 1: top-k 50 + top-p 0.95; 2: top-p 0.95 alone; 3: greedy.

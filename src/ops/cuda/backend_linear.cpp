@@ -127,7 +127,7 @@ void CudaBackend::gemm(const DevRows& x, const LinearWeight& w, int act_block, c
   // scales, every product is exact, only the f32 summation order differs. Not in batch-invariant
   // mode: the skinny GEMM's K split and cuBLASLt's kernel choice depend on M.
   if (!options_.batch_invariant && fp8_eligible(w, act_block)) {
-    // Measured on the H200 (docs/PERFORMANCE.md): the skinny GEMM wins up to 8 rows; up to 32 rows it
+    // Measured on the H200 (docs/PERFORMANCE_CUDA_OPS.md): the skinny GEMM wins up to 8 rows; up to 32 rows it
     // still wins on weights of <= 8M elements, cuBLASLt on larger ones.
     const std::int64_t skinny_rows = options_.skinny_max_rows;
     if (m <= skinny_rows || (m <= 4 * skinny_rows && n * k <= (std::int64_t{8} << 20))) {
@@ -215,7 +215,7 @@ void CudaBackend::linear_grouped(const Tensor& x, std::span<const LinearWeight> 
   const std::int64_t k = w0.in_features(), n = w0.out_features();
   const auto groups = static_cast<std::int64_t>(w.size());
   const DevRows xr = rows_of(x, groups * k, "linear_grouped x");
-  // One group is a plain linear (whose own dispatch is faster on single weights, docs/PERFORMANCE.md).
+  // One group is a plain linear (whose own dispatch is faster on single weights, docs/PERFORMANCE_CUDA_OPS.md).
   bool one_launch =
       groups >= 2 && groups <= kMaxLinearGroups && skinny_bf16_eligible(xr, w0, options.act_quant_block);
   for (const LinearWeight& wg : w) {

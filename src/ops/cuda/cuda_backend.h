@@ -49,7 +49,7 @@ struct CudaBackendOptions {
   // The same fp4 expert GEMM with weights, scales and activations streamed by bulk copies (TMA)
   // through this many shared-memory stages of 512 K (2, 3 or 4; 0 = the register-staged kernel above),
   // where K % 512 == 0 and scale rows are 16-byte aligned. Bit-identical to it for equal K splits;
-  // measured 5-60% slower (docs/PERFORMANCE.md, 2026-11-30: the per-step math, not the loads, limits
+  // measured 5-60% slower (docs/PERFORMANCE_CUDA_OPS.md, 2026-11-30: the per-step math, not the loads, limits
   // both), so off by default.
   int moe_fp4_pipe_stages = 0;
   // Prefill: fp4 experts with at least this many rows per expert on average (0 = off) go through the
