@@ -7,6 +7,7 @@
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/mma_sync.cuh"
 #include "ops/cuda/moe_prefill.cuh"
+#include "ops/cuda/wgmma_sm90.cuh"
 
 namespace deepinfer::ops::cuda {
 namespace {
@@ -18,6 +19,13 @@ using prefill::kBN;
 using prefill::kRawBytes;
 using prefill::kScaleSmem;
 using prefill::kStages;
+using wgmma::fence_operands;
+using wgmma::fence_proxy_async;
+using wgmma::smem_desc;
+using wgmma::swizzled;
+using wgmma::wgmma_commit;
+using wgmma::wgmma_fence;
+using wgmma::wgmma_wait_all;
 
 constexpr int kThreads = 256;                  // two warpgroups
 constexpr int kRowBytes = kBK * 2;             // 128: one swizzle row
@@ -28,28 +36,6 @@ constexpr int kDeqSmem = 2 * kBTile;
 constexpr int kRawSmem = kStages * kBN * kRawBytes;
 constexpr int kSmem = kASmem + kDeqSmem + kRawSmem + kScaleSmem + kBM * 4 + 1024;  // + alignment slack
 static_assert(kRowBytes == 128 && kBM == 2 * 64, "tiles of 64-element rows, two 64-row warpgroups");
-
-// Byte offset of 16-byte chunk c of row r in a 128-byte-swizzled tile (the pattern wgmma reads).
-__device__ __forceinline__ std::uint32_t swizzled(int r, int c) {
-  return static_cast<std::uint32_t>(r * kRowBytes + ((c ^ (r & 7)) << 4));
-}
-
-// Shared-memory matrix descriptor: K-major, 128-byte swizzle, 8-row groups 1024 bytes apart.
-__device__ __forceinline__ std::uint64_t smem_desc(std::uint32_t addr) {
-  return static_cast<std::uint64_t>((addr & 0x3ffffu) >> 4) | (std::uint64_t{16 >> 4} << 16) |
-         (std::uint64_t{1024 >> 4} << 32) | (std::uint64_t{1} << 62);
-}
-
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
-// Generic-proxy shared-memory writes (st.shared, cp.async) made visible to the async proxy (wgmma).
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-// Keeps the compiler from moving accumulator registers across an in-flight wgmma.
-__device__ __forceinline__ void fence_operands(float (&d)[64]) {
-#pragma unroll
-  for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
 
 // d (64 f32 per thread: the warpgroup's 64 x 128 tile) += A (64 x 16) · B (128 x 16)ᵀ, both K-major in
 // shared memory (128-byte swizzle) and read through descriptors.
