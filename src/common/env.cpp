@@ -55,6 +55,7 @@ Flags parse(std::optional<std::string> (*lookup)(const char* name)) {
   if (auto v = lookup("DEEPINFER_NUM_THREADS"))
     flags.num_threads = parse_int("DEEPINFER_NUM_THREADS", *v, 0, 4096);
   if (auto v = lookup("DEEPINFER_CUDA_GRAPHS")) flags.cuda_graphs = parse_bool("DEEPINFER_CUDA_GRAPHS", *v);
+  if (auto v = lookup("DEEPINFER_FP8_WGMMA")) flags.fp8_wgmma = parse_bool("DEEPINFER_FP8_WGMMA", *v);
   return flags;
 }
 

@@ -16,6 +16,7 @@ std::unique_ptr<Backend> make_cuda_backend(int device) {
   CudaBackendOptions options;
   options.device = device;
   options.batch_invariant = env::flags().batch_invariant;
+  options.fp8_wgmma_decode = env::flags().fp8_wgmma;
   return make_cuda_backend(options);
 }
 

@@ -127,6 +127,10 @@ void CudaBackend::gemm(const DevRows& x, const LinearWeight& w, int act_block, c
   // scales, every product is exact, only the f32 summation order differs. Not in batch-invariant
   // mode: the skinny GEMM's K split and cuBLASLt's kernel choice depend on M.
   if (!options_.batch_invariant && fp8_eligible(w, act_block)) {
+    if (fp8_wgmma_eligible(x, w, act_block)) {
+      gemm_fp8_wgmma(x, w, out);
+      return;
+    }
     // Measured on the H200 (docs/PERFORMANCE_CUDA_OPS.md): the skinny GEMM wins up to 8 rows; up to 32 rows it
     // still wins on weights of <= 8M elements, cuBLASLt on larger ones.
     const std::int64_t skinny_rows = options_.skinny_max_rows;
@@ -317,6 +321,45 @@ void CudaBackend::gemm_fp8_decode(const DevRows& x, const LinearWeight& w, int a
   args.out_bf16 = out.bf16;
   launch_fp8_decode(args, options_.fp8_decode_unroll, stream_);
   DI_CUDA_CHECK_LAUNCH("linear (fp8 decode, fused act quant)");
+}
+
+// Up to 64 rows on Hopper's native FP8 MMA (wgmma): the act quant's codes and scales, then one
+// launch over (N / 64, splits) CTAs, plus the split-order reduction when K is split.
+bool CudaBackend::fp8_wgmma_eligible(const DevRows& x, const LinearWeight& w, int act_block) const {
+  const std::int64_t k = w.in_features(), n = w.out_features();
+  return options_.fp8_wgmma_decode && arch_->wgmma && !options_.batch_invariant && x.rows <= kFp8WgmmaMaxRows &&
+         w.format == WeightFormat::kFp8Block && w.block == 128 && act_block == 128 && k % 128 == 0 && n % 64 == 0 &&
+         w.data.is_contiguous() && reinterpret_cast<std::uintptr_t>(w.data.raw_data()) % 16 == 0;
+}
+
+void CudaBackend::gemm_fp8_wgmma(const DevRows& x, const LinearWeight& w, const DevRows& out) {
+  const std::int64_t m = x.rows, n = out.width, k = x.width;
+  const int splits = fp8_wgmma_decode_splits(n, k, sm_count_);
+  ScratchLayout layout;
+  const std::size_t c_off = layout.add(static_cast<std::size_t>(m * k));
+  const std::size_t s_off = layout.add(static_cast<std::size_t>((k / 128) * m) * sizeof(float));
+  const std::size_t p_off = layout.add(splits > 1 ? static_cast<std::size_t>(splits * m * n) * sizeof(float) : 0);
+  std::uint8_t* base = scratch(layout.total());
+  Fp8WgmmaDecodeArgs args;
+  args.x = base + c_off;
+  args.ldx = k;
+  args.xs = reinterpret_cast<float*>(base + s_off);
+  args.xs_ld = m;
+  args.m = m;
+  args.n = n;
+  args.k = k;
+  args.w = dev_weight(w);
+  args.out = out.base;
+  args.ldo = out.stride;
+  args.out_bf16 = out.bf16;
+  args.partial = splits > 1 ? reinterpret_cast<float*>(base + p_off) : nullptr;
+  launch_act_quant_codes(x, 128, base + c_off, k, reinterpret_cast<float*>(base + s_off), m, stream_);
+  launch_fp8_wgmma_decode(args, splits, stream_);
+  DI_CUDA_CHECK_LAUNCH("linear (fp8 wgmma decode)");
+  if (splits > 1) {
+    launch_splitk_reduce(args.partial, splits, m, n, out, stream_);
+    DI_CUDA_CHECK_LAUNCH("linear (fp8 wgmma split-K reduce)");
+  }
 }
 
 // Many rows: cuBLASLt's block-scaled FP8 GEMM (Hopper: 128x128 f32 weight-block scales, 128-element

@@ -46,6 +46,12 @@ struct CudaBackendOptions {
   // fp8_decode_unroll: 16-byte weight loads per row in flight (4 or 8).
   int fp8_fused_max_rows = 1;
   int fp8_decode_unroll = 4;
+  // Up to 64 rows of bf16 activations on fp8 weights with 128x128 block scales (act block 128,
+  // N % 64 == 0, K % 128 == 0) on sm_90a: the act quant, then the FP8 GEMM on warpgroup MMA
+  // (fp8_wgmma_decode.cu: native e4m3 wgmma, where mma.sync e4m3 is emulated on Hopper). Off until
+  // the device run has checked its parity and speed; the default follows DEEPINFER_FP8_WGMMA.
+  // Ignored in batch-invariant mode (above 64 rows other kernels sum in other orders).
+  bool fp8_wgmma_decode = false;
   // The same fp4 expert GEMM with weights, scales and activations streamed by bulk copies (TMA)
   // through this many shared-memory stages of 512 K (2, 3 or 4; 0 = the register-staged kernel above),
   // where K % 512 == 0 and scale rows are 16-byte aligned. Bit-identical to it for equal K splits;

@@ -172,6 +172,9 @@ class CudaBackend final : public Backend, public GraphBackend {
   // FP8 decode with the act quant fused into the GEMM (up to 8 rows, fp8-block weights).
   bool fp8_decode_eligible(const DevRows& x, const LinearWeight& w, int act_block) const;
   void gemm_fp8_decode(const DevRows& x, const LinearWeight& w, int act_block, const DevRows& out);
+  // FP8 decode GEMM on sm_90a wgmma (up to 64 rows, fp8 128x128-block weights, act block 128).
+  bool fp8_wgmma_eligible(const DevRows& x, const LinearWeight& w, int act_block) const;
+  void gemm_fp8_wgmma(const DevRows& x, const LinearWeight& w, const DevRows& out);
   void gemm_skinny_bf16(const DevRows& x, std::span<const LinearWeight> ws, const DevRows& out);
   bool gemm_cublas_fp8(const DevRows& x, const LinearWeight& w, const DevRows& out);
   const DevWeight* expert_table(std::span<const ExpertWeights> experts, int which, std::uint64_t key);

@@ -196,6 +196,29 @@ struct Fp8DecodeArgs {
 std::size_t fp8_decode_smem_bytes(std::int64_t k, int act_block);
 // unroll: 16-byte weight loads per row in flight per warp (4 or 8; <= 0 = 4).
 void launch_fp8_decode(const Fp8DecodeArgs& args, int unroll, cudaStream_t stream);
+// Dense FP8 decode GEMM on sm_90a wgmma (fp8_wgmma_decode.cu): 1..kFp8WgmmaMaxRows rows of act-quant
+// codes (launch_act_quant_codes, block 128) on an fp8 weight with 128x128 block scales, N % 64 == 0,
+// K % 128 == 0, contiguous 16-byte aligned weight. `splits` K ranges (fp8_wgmma_decode_splits: from
+// N, K and the SM count, never M); with splits > 1 the kernel writes f32 partials [splits][m][n] and
+// launch_splitk_reduce sums them in split order.
+constexpr int kFp8WgmmaMaxRows = 64;
+struct Fp8WgmmaDecodeArgs {
+  const std::uint8_t* x = nullptr;  // e4m3 codes [m, ldx] (ldx % 16 == 0)
+  std::int64_t ldx = 0;
+  const float* xs = nullptr;  // act scales [(k / 128) * xs_ld + row]
+  std::int64_t xs_ld = 0;
+  std::int64_t m = 0;
+  std::int64_t n = 0;
+  std::int64_t k = 0;
+  DevWeight w;
+  void* out = nullptr;  // used when partial == nullptr
+  std::int64_t ldo = 0;
+  int out_bf16 = 0;
+  float* partial = nullptr;  // [splits][m][n] f32 when splits > 1
+  int kblocks_per_split = 0;  // set by launch_fp8_wgmma_decode
+};
+int fp8_wgmma_decode_splits(std::int64_t n, std::int64_t k, int sm_count);
+void launch_fp8_wgmma_decode(const Fp8WgmmaDecodeArgs& args, int splits, cudaStream_t stream);
 // Grouped fp4 GEMM with 16-byte weight loads (moe_fp4_kernels.cu): ue8m0 weight scales whose rows
 // start 4-byte aligned, K % 128 == 0, act_block == 128; items of <= kSkinnyRowsMid rows. grid_y = max
 // items, grid_z = weight sets (the launch itself is one wave walking the active items).

@@ -1,0 +1,218 @@
+// FP8 dense decode GEMM on Hopper's warpgroup MMA (sm_90a wgmma, e4m3 x e4m3 -> f32): out[row, n] =
+// Σ_k W[n, k] x[row, k] for 1..64 activation rows. On sm_90 only wgmma multiplies fp8 natively
+// (mma.sync e4m3 is emulated), so this is the decode path that can stream weights at HBM speed.
+//
+// Shape: one warpgroup (128 threads) per CTA owns 64 weight rows (the wgmma A operand, M = 64); the
+// tokens are B (wgmma N = NT = 8/16/32/64, rows >= m zero-filled). Both operands sit K-major in
+// 128-byte-swizzled shared memory: one stage = one 128-K block = one 128-byte swizzle row per weight
+// row / token, filled by cp.async kStages deep. Per stage: 4 wgmma m64nNTk32 (the first with
+// scale-d = 0, so d holds that block's partial alone), then acc += d · (weight block scale x the
+// token's act block scale) in f32 — the 128-K promotion of DeepSeek's block-scaled FP8 GEMM.
+// K is split across CTAs (grid.y) by a count from (N, K) and the SM count only, never from M; the
+// split partials are summed in split order by launch_splitk_reduce.
+//
+// Layout assumptions the first device run must confirm (tests/ops/parity_linear_test.cpp
+// "Fp8WgmmaDecode*", the one-tile case first):
+//  A1. smem_desc (wgmma_sm90.cuh) is right for fp8: K-major, 128-byte swizzle, SBO 1024 (8 rows of
+//      128 bytes), LBO unused; the same bits as the verified bf16 kernel since a row is 128 bytes in both.
+//  A2. Advancing the descriptor start by 32 bytes selects K sub-block s (32 e4m3) inside the swizzled
+//      row (the bf16 kernel does the same with k16 = 32 bytes).
+//  A3. swizzled(r, c) (16-byte chunk c of row r at r * 128 + ((c ^ (r & 7)) << 4)) is the pattern the
+//      128-byte-swizzle mode reads, for the 64-row A tile and for B tiles of 8..64 rows (tile bases
+//      1024-aligned).
+//  A4. Accumulator fragment of m64nNk32 .f32: warp w of the warpgroup, lane l: register 4j + e holds
+//      D[16 w + l / 4 + 8 (e / 2)][8 j + 2 (l % 4) + (e % 2)], j < N / 8 (M = weight row, N = token).
+//  A5. A column's result does not depend on N (m64n8 vs m64n64 give the same bits per column): the
+//      "same bits alone and in a batch" test checks it.
+//  A6. Hopper's FP8 wgmma keeps enough precision over one 128-K block (4 chained k32 steps) for the
+//      1e-3 parity bound (DeepSeek-V3 report 3.3.2: ~14-bit alignment; promoted every 128 K here).
+#include <algorithm>
+
+#include "ops/cuda/device_formats.cuh"
+#include "ops/cuda/kernels.h"
+#include "ops/cuda/mma_sync.cuh"
+#include "ops/cuda/skinny_mma.cuh"
+#include "ops/cuda/wgmma_sm90.cuh"
+
+namespace deepinfer::ops::cuda {
+namespace fp8_wgmma {
+
+// 4 bytes global -> shared, zero-filled when !valid (the act scales of padded token rows).
+__device__ __forceinline__ void cp_async4_zfill(std::uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0));
+}
+
+}  // namespace fp8_wgmma
+
+namespace {
+
+using fp8_wgmma::cp_async4_zfill;
+using skinny::weight_scale_raw;
+using skinny::weight_scale_value;
+using wgmma::fence_operands;
+using wgmma::fence_proxy_async;
+using wgmma::smem_desc;
+using wgmma::swizzled;
+using wgmma::wgmma_commit;
+using wgmma::wgmma_e4m3;
+using wgmma::wgmma_fence;
+using wgmma::wgmma_wait_all;
+
+constexpr int kThreads = 128;  // one warpgroup
+constexpr int kRowsW = 64;     // weight rows per CTA (wgmma M)
+constexpr int kBK = 128;       // K per stage: one 128-byte swizzle row of e4m3, one scale block
+constexpr int kStages = 6;     // 5 stages (40 KB of weights) in flight per CTA while one is consumed
+constexpr int kCtasPerSm = 2;  // split-K target: this many CTAs per SM streaming
+constexpr int kWTile = kRowsW * kBK;  // 8 KB
+
+template <int NT>
+struct Cfg {
+  static constexpr int kXTile = NT * kBK;
+  static constexpr int kStage = kWTile + kXTile;  // multiple of 1024: every tile base stays 1024-aligned
+  static constexpr int kSmem = kStages * kStage + kStages * NT * 4 + 1024;  // + act scales + alignment slack
+};
+
+// Grid: (N / 64, splits). CTA (x, y) computes weight rows 64x..64x+63 over 128-K blocks
+// [y * per_split, min(kb, (y + 1) * per_split)) for all m <= NT tokens.
+template <int NT>
+__global__ void __launch_bounds__(kThreads) fp8_wgmma_decode_kernel(Fp8WgmmaDecodeArgs args) {
+#if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using C = Cfg<NT>;
+  extern __shared__ __align__(1024) std::uint8_t smem_in[];
+  std::uint8_t* smem = smem_in + ((1024 - smem_u32(smem_in) % 1024) % 1024);
+  auto* xs_s = reinterpret_cast<float*>(smem + kStages * C::kStage);  // [stage][NT]
+
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const std::int64_t n0 = static_cast<std::int64_t>(blockIdx.x) * kRowsW;
+  const int kb_total = static_cast<int>(args.k / kBK);
+  const int kb0 = static_cast<int>(blockIdx.y) * args.kblocks_per_split;
+  const int nk = min(args.kblocks_per_split, kb_total - kb0);
+  const int m = static_cast<int>(args.m);
+  const auto* w_bytes = static_cast<const std::uint8_t*>(args.w.data);
+  // 128x128 weight blocks: the CTA's 64 rows share scale row n0 / 128.
+  const std::int64_t ws_row = (n0 / kBK) * args.w.scale_ld;
+
+  auto load_stage = [&](int stage, int kb) {
+    std::uint8_t* w_dst = smem + stage * C::kStage;
+    std::uint8_t* x_dst = w_dst + kWTile;
+#pragma unroll
+    for (int i = 0; i < kRowsW * 8 / kThreads; ++i) {  // 4 16-byte chunks per thread
+      const int idx = tid + i * kThreads, r = idx / 8, c = idx % 8;
+      cp_async16_zfill(smem_u32(w_dst + swizzled(r, c)), w_bytes + (n0 + r) * args.k + kb * kBK + c * 16, true);
+    }
+#pragma unroll
+    for (int i = 0; i < (NT * 8 + kThreads - 1) / kThreads; ++i) {
+      const int idx = tid + i * kThreads, r = idx / 8, c = idx % 8;
+      if (idx < NT * 8) {
+        const bool valid = r < m;
+        const std::uint8_t* src = valid ? args.x + r * args.ldx + kb * kBK + c * 16 : args.x;
+        cp_async16_zfill(smem_u32(x_dst + swizzled(r, c)), src, valid);
+      }
+    }
+    if (tid < NT) {
+      const bool valid = tid < m;
+      cp_async4_zfill(smem_u32(xs_s + stage * NT + tid), valid ? args.xs + kb * args.xs_ld + tid : args.xs, valid);
+    }
+  };
+
+  float acc[NT / 2], d[NT / 2];
+#pragma unroll
+  for (int i = 0; i < NT / 2; ++i) acc[i] = 0.0f, d[i] = 0.0f;
+
+  // One cp.async group per stage, committed even when empty so group t always holds stage t.
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < nk) load_stage(s, kb0 + s);
+    cp_async_commit_group();
+  }
+  std::uint32_t ws_raw = nk > 0 ? weight_scale_raw(args.w, ws_row + kb0) : 0u;
+  for (int t = 0; t < nk; ++t) {
+    cp_async_wait_group<kStages - 2>();  // this thread's copies of stage t have landed
+    fence_proxy_async();                 // ... and are visible to the async proxy (wgmma)
+    __syncthreads();                     // everyone's copies; everyone is done with stage t - 1
+    if (t + kStages - 1 < nk) load_stage((t + kStages - 1) % kStages, kb0 + t + kStages - 1);
+    cp_async_commit_group();
+    const std::uint32_t ws_next = t + 1 < nk ? weight_scale_raw(args.w, ws_row + kb0 + t + 1) : 0u;
+
+    const int stage = t % kStages;
+    const std::uint32_t a_addr = smem_u32(smem + stage * C::kStage);
+    const std::uint32_t b_addr = a_addr + kWTile;
+    fence_operands(d);
+    wgmma_fence();
+#pragma unroll
+    for (int s = 0; s < kBK / 32; ++s) wgmma_e4m3(d, smem_desc(a_addr + s * 32), smem_desc(b_addr + s * 32), s);
+    wgmma_commit();
+    wgmma_wait_all();
+    fence_operands(d);
+
+    // The block's partial, promoted to f32 with (weight block scale x the token's act block scale).
+    const float ws = weight_scale_value(args.w, ws_raw);
+    const float* xs = xs_s + stage * NT;
+#pragma unroll
+    for (int j = 0; j < NT / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[4 * j + e] += d[4 * j + e] * (ws * xs[8 * j + 2 * (lane % 4) + (e % 2)]);
+    ws_raw = ws_next;
+  }
+  cp_async_wait_group<0>();
+
+  // A4: register 4j + e = (weight row 16 warp + lane / 4 + 8 (e / 2), token 8j + 2 (lane % 4) + e % 2).
+  const bool split = args.partial != nullptr;
+#pragma unroll
+  for (int j = 0; j < NT / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int token = 8 * j + 2 * (lane % 4) + (e % 2);
+      if (token >= m) continue;
+      const std::int64_t n = n0 + 16 * warp + lane / 4 + 8 * (e / 2);
+      const float v = acc[4 * j + e];
+      if (split) {
+        args.partial[(static_cast<std::int64_t>(blockIdx.y) * args.m + token) * args.n + n] = v;
+      } else if (args.out_bf16) {
+        static_cast<std::uint16_t*>(args.out)[token * args.ldo + n] = f32_to_bf16_bits(v);
+      } else {
+        static_cast<float*>(args.out)[token * args.ldo + n] = v;
+      }
+    }
+#else
+  __trap();
+#endif
+}
+
+template <int NT>
+void launch_nt(const Fp8WgmmaDecodeArgs& args, int splits, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(args.n / kRowsW), static_cast<unsigned>(splits));
+  // Per call, not cached: the attribute belongs to the current device, and setting it is cheap.
+  cudaFuncSetAttribute(fp8_wgmma_decode_kernel<NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg<NT>::kSmem);
+  fp8_wgmma_decode_kernel<NT><<<grid, kThreads, Cfg<NT>::kSmem, stream>>>(args);
+}
+
+}  // namespace
+
+int fp8_wgmma_decode_splits(std::int64_t n, std::int64_t k, int sm_count) {
+  const std::int64_t tiles = n / kRowsW, kb = k / kBK;
+  const std::int64_t target = static_cast<std::int64_t>(kCtasPerSm) * std::max(sm_count, 1);
+  if (tiles <= 0 || kb <= 1 || tiles >= target) return 1;
+  std::int64_t splits = std::min<std::int64_t>((target + tiles - 1) / tiles, kb);
+  const std::int64_t per_split = (kb + splits - 1) / splits;
+  splits = (kb + per_split - 1) / per_split;  // no empty split
+  return static_cast<int>(splits);
+}
+
+void launch_fp8_wgmma_decode(const Fp8WgmmaDecodeArgs& args, int splits, cudaStream_t stream) {
+  if (args.m <= 0 || args.n <= 0) return;
+  Fp8WgmmaDecodeArgs a = args;
+  const int kb = static_cast<int>(args.k / kBK);
+  a.kblocks_per_split = (kb + splits - 1) / splits;
+  if (args.m <= 8) {
+    launch_nt<8>(a, splits, stream);
+  } else if (args.m <= 16) {
+    launch_nt<16>(a, splits, stream);
+  } else if (args.m <= 32) {
+    launch_nt<32>(a, splits, stream);
+  } else {
+    launch_nt<64>(a, splits, stream);
+  }
+}
+
+}  // namespace deepinfer::ops::cuda
