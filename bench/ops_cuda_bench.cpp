@@ -5,7 +5,7 @@
 // usage: ops_cuda_bench [--quick | --attention (that section alone) | --gemm (ceilings, GEMMs, experts) |
 //                        --moe (ceilings, routed experts at decode sizes) | --moe-trace (experts, default vs
 //                        the bulk-copy kernel, a 30 ms pause after each timing: for a kernel trace) |
-//                        --decode (ceilings, decode linears of 1..32 rows streamed from HBM) |
+//                        --decode (ceilings, decode linears of 1..32 rows, fp8 to 64, streamed from HBM) |
 //                        --moe-prefill (ceilings, routed experts at prefill sizes: the prefill GEMM vs skinny)]
 #include <algorithm>
 #include <chrono>
@@ -203,8 +203,10 @@ struct DecodeLinear {
 // before the skinny bf16 kernel and the fused FP8 act quant (bf16: GEMV up to 4 rows, mma.sync +
 // split-K above, wo_a as 8 launches; fp8: act-quant launch + skinny GEMM); 'alt' = the new kernels
 // where the default does not take them (bf16 single weights through the skinny kernel; fp8 with the
-// act quant fused up to 8 rows, 8 loads in flight); 'fp8 cuBLASLt' = cuBLASLt's block-scaled FP8 GEMM.
-void bench_decode_linears(Backend& fast, Backend& previous, Backend& alt, Backend& fp8_lt, const Roof& roof) {
+// act quant fused up to 8 rows, 8 loads in flight); 'fp8 cuBLASLt' = cuBLASLt's block-scaled FP8 GEMM;
+// 'fp8 wgmma' = the FP8 decode GEMM on sm_90a wgmma (CudaBackendOptions::fp8_wgmma_decode, 1..64 rows).
+void bench_decode_linears(Backend& fast, Backend& previous, Backend& alt, Backend& fp8_lt, Backend& fp8_wg,
+                          const Roof& roof) {
   const std::vector<DecodeLinear> cases = {
       {"lm head", WeightFormat::kBF16, 129280, 4096, 1, DType::kF32},
       {"wo_a (8 groups)", WeightFormat::kBF16, 1024, 4096, 8, DType::kBF16},
@@ -235,7 +237,8 @@ void bench_decode_linears(Backend& fast, Backend& previous, Backend& alt, Backen
       copies.push_back(std::move(set));
     }
     const LinearOptions opt{fp8 ? 128 : 0};
-    for (std::int64_t m : {1, 2, 4, 8, 16, 32}) {
+    for (std::int64_t m : {1, 2, 4, 8, 16, 32, 64}) {
+      if (m == 64 && !fp8) continue;  // 64 rows: the wgmma kernel's top size
       const Tensor x = fast.upload(host_bf16({m, c.groups * c.k}, 1.0f, static_cast<std::uint64_t>(m)));
       Tensor y = fast.empty({m, c.groups * c.n}, c.out);
       const double fl = floor_us(wbytes + 2.0 * m * c.groups * c.k, 2.0 * m * c.groups * c.n * c.k,
@@ -264,6 +267,7 @@ void bench_decode_linears(Backend& fast, Backend& previous, Backend& alt, Backen
       row("previous", previous, true);
       if (m <= 8 || !fp8) row("alt", alt, false);
       if (fp8 && m >= 4) row("fp8 cuBLASLt", fp8_lt, false);
+      if (fp8) row("fp8 wgmma", fp8_wg, false);
       std::fflush(stdout);
     }
   }
@@ -462,17 +466,19 @@ int main(int argc, char** argv) {
     if (argc > 1 && std::strcmp(argv[1], "--decode") == 0) {
       Roof roof;
       measure_roof(roof, *fast);
-      CudaBackendOptions prev, alt, lt8;
+      CudaBackendOptions prev, alt, lt8, wg;
       prev.bf16_skinny_max_rows = 0;
       prev.fp8_fused_max_rows = 0;
       alt.bf16_skinny_linear = true;  // the skinny bf16 kernel on single weights too
       alt.fp8_fused_max_rows = 8;
       alt.fp8_decode_unroll = 8;
       lt8.skinny_max_rows = 0;
+      wg.fp8_wgmma_decode = true;
       auto previous = make_cuda_backend(prev);
       auto alternative = make_cuda_backend(alt);
       auto fp8_lt = make_cuda_backend(lt8);
-      bench_decode_linears(*fast, *previous, *alternative, *fp8_lt, roof);
+      auto fp8_wg = make_cuda_backend(wg);
+      bench_decode_linears(*fast, *previous, *alternative, *fp8_lt, *fp8_wg, roof);
       return 0;
     }
     if (argc > 1 && std::strcmp(argv[1], "--moe-prefill") == 0) {

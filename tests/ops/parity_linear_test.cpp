@@ -3,7 +3,7 @@
 // cuBLASLt paths and the FP8 tensor-core paths: skinny GEMM and block-scaled cuBLASLt, each also
 // forced at every M), FP8 activation quant, strided and bf16 inputs/outputs; the bf16 decode kernel
 // and the grouped (block-diagonal) linear; plus the batch-invariant mode's promise that a row's
-// result does not depend on the batch.
+// result does not depend on the batch; the FP8 decode GEMM on wgmma (layout probe, decode shapes, bits).
 #include "ops/parity_util.h"
 
 namespace deepinfer::ops::test {
@@ -288,6 +288,105 @@ TEST(CudaParity, BatchInvariantModeGivesEveryRowTheSameBitsAtAnyBatchSize) {
       const Tensor one_host = to_host(one, b);
       for (std::int64_t j = 0; j < 1024; ++j)
         ASSERT_EQ(one_host.data<float>()[j], all_host.data<float>()[row * 1024 + j]) << "row " << row << " col " << j;
+    }
+  }
+}
+
+// ---- FP8 decode GEMM on sm_90a wgmma (fp8_wgmma_decode.cu; off by default) ------------------------
+// On a device without wgmma the backend takes the other FP8 paths and these tests still hold.
+Backend& gpu_fp8_wgmma() {
+  static auto backend = backend_with([](CudaBackendOptions& o) { o.fp8_wgmma_decode = true; });
+  return *backend;
+}
+
+// The same weight with its ue8m0 block scales widened to f32 (DevWeight::scale_f32, the other scale form).
+LinearWeight with_f32_scales(const LinearWeight& w) {
+  LinearWeight f = w;
+  f.scale = Tensor::empty(w.scale.shape(), DType::kF32);
+  for (std::int64_t i = 0; i < w.scale.numel(); ++i) f.scale.data<float>()[i] = ue8m0_to_f32(w.scale.data<std::uint8_t>()[i]);
+  return f;
+}
+
+TEST(CudaParity, Fp8WgmmaDecodeReadsEveryWeightElementAtItsPlaceInOneTile) {
+  DEEPINFER_REQUIRE_GPU();
+  // One 64x128 tile, K = 128: token t is one-hot at k_t, so out[t, n] is exactly W[n, k_t] (every
+  // product but one is 0, the codes and pow2 scales are exact). A wrong descriptor, swizzle or
+  // fragment mapping shows up as the W element actually read, found in the table of all of W.
+  constexpr std::int64_t kN = 64, kK = 128, kM = 8;
+  Backend& b = gpu_fp8_wgmma();
+  const LinearWeight w = make_weight(Fmt::kFp8b128, kN, kK, 91);
+  Tensor eye = Tensor::empty({kK, kK}, DType::kF32);
+  for (std::int64_t i = 0; i < kK * kK; ++i) eye.data<float>()[i] = i % (kK + 1) == 0 ? 1.0f : 0.0f;
+  Tensor table = Tensor::empty({kK, kN}, DType::kF32);  // table[k, n] = W[n, k]
+  backend().linear(eye.to(DType::kBF16), w, LinearOptions{128}, table);
+  Tensor x = Tensor::empty({kM, kK}, DType::kF32);
+  std::vector<std::int64_t> hot(kM);
+  for (std::int64_t t = 0; t < kM; ++t) {
+    hot[static_cast<std::size_t>(t)] = (17 * t + 3) % kK;  // every 16-byte chunk, both 32-K halves of a chunk pair
+    for (std::int64_t k = 0; k < kK; ++k) x.data<float>()[t * kK + k] = k == hot[static_cast<std::size_t>(t)] ? 1.0f : 0.0f;
+  }
+  for (const LinearWeight& wv : {w, with_f32_scales(w)}) {
+    Tensor got = poisoned({kM, kN}, DType::kF32, b);
+    b.linear(to_gpu(x.to(DType::kBF16), b), to_gpu(wv, b), LinearOptions{128}, got);
+    const Tensor got_host = to_host(got, b);
+    const float* tab = table.data<float>();
+    int failures = 0;
+    for (std::int64_t t = 0; t < kM && failures < 8; ++t)
+      for (std::int64_t n = 0; n < kN && failures < 8; ++n) {
+        const std::int64_t kt = hot[static_cast<std::size_t>(t)];
+        const float v = got_host.data<float>()[t * kN + n];
+        if (v == tab[kt * kN + n]) continue;
+        // e4m3 values repeat, so list the candidates in the same weight row and the same K column.
+        std::string same_row, same_col;
+        for (std::int64_t k2 = 0; k2 < kK; ++k2)
+          if (tab[k2 * kN + n] == v) same_row += fmt::format(" {}", k2);
+        for (std::int64_t n2 = 0; n2 < kN; ++n2)
+          if (tab[kt * kN + n2] == v) same_col += fmt::format(" {}", n2);
+        ++failures;
+        ADD_FAILURE() << "token " << t << " row " << n << ": got " << v << ", want W[" << n << ", " << kt
+                      << "] = " << tab[kt * kN + n] << "; equal to W[" << n << ", k] at k =" << same_row
+                      << "; to W[n, " << kt << "] at n =" << same_col;
+      }
+  }
+}
+
+TEST(CudaParity, Fp8WgmmaDecodeMatchesCpuOnTheDecodeShapes) {
+  DEEPINFER_REQUIRE_GPU();
+  // wq_b, wo_b, wq_a, the shared expert's gate/up and down (V4-Flash), plus K-split and odd row counts.
+  const std::vector<std::pair<std::int64_t, std::int64_t>> shapes = {
+      {32768, 1024}, {4096, 8192}, {1024, 4096}, {2048, 4096}, {4096, 2048}, {64, 128}, {192, 16384}};
+  for (const auto& [n, k] : shapes)
+    for (std::int64_t m : {1, 3, 8, 17, 32, 40, 64}) {
+      check_linear(Fmt::kFp8b128, Case{m, n, k}, DType::kBF16, 128, DType::kF32, gpu_fp8_wgmma());
+      if (m == 1 || m == 64) check_linear(Fmt::kFp8b128, Case{m, n, k}, DType::kBF16, 128, DType::kBF16, gpu_fp8_wgmma());
+    }
+  // Shapes the kernel does not take (N % 64, act block 64, 65 rows) still match through the other paths.
+  for (const Case& c : std::vector<Case>{{5, 100, 1024}, {65, 128, 2048}})
+    check_linear(Fmt::kFp8b128, c, DType::kBF16, 128, DType::kF32, gpu_fp8_wgmma());
+  check_linear(Fmt::kFp8b128, Case{4, 256, 1024}, DType::kBF16, 64, DType::kF32, gpu_fp8_wgmma());
+}
+
+TEST(CudaParity, Fp8WgmmaDecodeRowsDoNotDependOnTheBatch) {
+  DEEPINFER_REQUIRE_GPU();
+  // The K split comes from (N, K) alone and a column's wgmma result must not depend on the token
+  // tile (N = 8 alone, 32 or 64 in a batch): a row's bits are the same alone and at 20, 33 and 64 rows.
+  Backend& b = gpu_fp8_wgmma();
+  for (const auto& [n, k] : std::vector<std::pair<std::int64_t, std::int64_t>>{{4096, 8192}, {32768, 1024}}) {
+    SCOPED_TRACE(testing::Message() << "N=" << n << " K=" << k);
+    const LinearWeight w = to_gpu(make_weight(Fmt::kFp8b128, n, k, 43), b);
+    const Tensor gx = to_gpu(random_tensor({64, k}, 44, 1.0f, DType::kBF16), b);
+    for (std::int64_t rows : {64, 33, 20}) {
+      Tensor all = b.empty({rows, n}, DType::kF32);
+      b.linear(gx.narrow(0, 0, rows), w, LinearOptions{128}, all);
+      const Tensor all_host = to_host(all, b);
+      for (std::int64_t row : {std::int64_t{0}, rows / 2, rows - 1}) {
+        Tensor one = b.empty({1, n}, DType::kF32);
+        b.linear(gx.narrow(0, row, 1), w, LinearOptions{128}, one);
+        const Tensor one_host = to_host(one, b);
+        for (std::int64_t j = 0; j < n; ++j)
+          ASSERT_EQ(one_host.data<float>()[j], all_host.data<float>()[row * n + j])
+              << "rows " << rows << " row " << row << " col " << j;
+      }
     }
   }
 }
