@@ -302,7 +302,8 @@ void bench_experts(const std::vector<ExpertPath>& paths, const Roof& roof, const
               "for w1/w3 (fp4 widened to e4m3), SwiGLU + act quant to codes, w2, combine. Paths: 'default' = "
               "this build's defaults (the register-staged 16-byte fp4 kernel); 'tma 2' / 'tma 4' = "
               "moe_fp4_pipe_stages 2 / 4 (fp4 weights, scales and activations streamed by bulk copies through "
-              "2 stages of 512 K with two blocks per SM / 4 stages with one); '4-byte' = moe_fp4_wide off (the "
+              "2 stages of 512 K with two blocks per SM / 4 stages with one); 'wgmma' = moe_fp4_wgmma (sm_90a "
+              "warpgroup MMA: fp4 tiles widened once to e4m3 in shared memory); '4-byte' = moe_fp4_wide off (the "
               "session-3 kernel); 'mma' = the batch-invariant pipeline. Bytes = distinct experts touched × %.1f MB + activations. (weights generated in %.0f s)\n\n",
               expert_bytes / 1e6, setup_s);
   std::printf("| tokens | experts touched | path | time µs | TFLOP/s | GB/s | floor µs | floor/time | vs default |\n");
@@ -511,7 +512,10 @@ int main(int argc, char** argv) {
       four.moe_fp4_pipe_stages = 4;
       auto tma2 = make_cuda_backend(two);
       auto tma4 = make_cuda_backend(four);
-      std::vector<ExpertPath> paths = {{"default", fast.get()}, {"tma 2", tma2.get()}};
+      CudaBackendOptions wg;
+      wg.moe_fp4_wgmma = true;
+      auto wgmma = make_cuda_backend(wg);
+      std::vector<ExpertPath> paths = {{"default", fast.get()}, {"wgmma", wgmma.get()}, {"tma 2", tma2.get()}};
       if (!trace) {
         paths.push_back({"tma 4", tma4.get()});
         paths.push_back({"4-byte", narrow.get()});

@@ -56,6 +56,8 @@ Flags parse(std::optional<std::string> (*lookup)(const char* name)) {
     flags.num_threads = parse_int("DEEPINFER_NUM_THREADS", *v, 0, 4096);
   if (auto v = lookup("DEEPINFER_CUDA_GRAPHS")) flags.cuda_graphs = parse_bool("DEEPINFER_CUDA_GRAPHS", *v);
   if (auto v = lookup("DEEPINFER_FP8_WGMMA")) flags.fp8_wgmma = parse_bool("DEEPINFER_FP8_WGMMA", *v);
+  if (auto v = lookup("DEEPINFER_MOE_FP4_WGMMA"))
+    flags.moe_fp4_wgmma = parse_bool("DEEPINFER_MOE_FP4_WGMMA", *v);
   return flags;
 }
 

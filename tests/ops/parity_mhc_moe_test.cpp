@@ -268,5 +268,95 @@ TEST(CudaParity, MoeFp4ExpertsMatchCpuThroughTheWideLoadGemm) {
   }
 }
 
+// The routed experts' decode GEMMs on sm_90a warpgroup MMA (moe_fp4_wgmma.cu, CudaBackendOptions::
+// moe_fp4_wgmma): e4m3 partials per 32-K weight-scale block, scaled in f32, summed in K order.
+constexpr double kTolMoeWgmma = 1e-3;  // the FP8 tensor-core bound of parity_linear_test.cpp
+
+std::unique_ptr<Backend> moe_wgmma_backend(bool wgmma) {
+  CudaBackendOptions o;
+  o.moe_fp4_wgmma = wgmma;
+  o.moe_prefill_min_rows = 0;  // every T through the decode (skinny) items, up to 128 tokens
+  return make_cuda_backend(o);
+}
+
+// Where two [T, dim] outputs differ most: a layout error of the kernel (descriptor, swizzle, fragment
+// mapping) shows as a pattern of tokens / columns.
+std::string worst_element(const Tensor& got, const Tensor& want) {
+  const std::int64_t cols = want.dim(1);
+  std::int64_t worst = 0;
+  double worst_diff = -1.0;
+  for (std::int64_t i = 0; i < want.numel(); ++i) {
+    const double d = std::fabs(static_cast<double>(got.data<float>()[i]) - want.data<float>()[i]);
+    if (d > worst_diff || std::isnan(d)) {
+      worst_diff = std::isnan(d) ? std::numeric_limits<double>::infinity() : d;
+      worst = i;
+    }
+  }
+  return fmt::format("worst |diff| {} at token {} column {} (got {}, want {})", worst_diff, worst / cols, worst % cols,
+                     got.data<float>()[worst], want.data<float>()[worst]);
+}
+
+void check_wgmma_experts(int n_exp, int k, std::int64_t dim, std::int64_t inter, std::int64_t t,
+                         const std::vector<ExpertWeights>& cpu_experts, const std::vector<ExpertWeights>& gpu_experts) {
+  static const std::unique_ptr<Backend> wg = moe_wgmma_backend(true);
+  static const std::unique_ptr<Backend> wide = moe_wgmma_backend(false);
+  const MoeOptions options{10.0f, 128, DType::kBF16};
+  SCOPED_TRACE(testing::Message() << n_exp << " experts of [" << inter << ", " << dim << "], top-" << k << ", T=" << t);
+  const Tensor x = random_tensor({t, dim}, 95, 1.0f, DType::kBF16);
+  // (skewed_expert_ids needs more than k + 2 experts; one expert: every slot routes to it.)
+  const Tensor id_t = i32_tensor({t, k}, n_exp > k + 2 ? skewed_expert_ids(t, k, n_exp)
+                                                       : std::vector<std::int32_t>(static_cast<std::size_t>(t * k), 0));
+  const Tensor wts = random_tensor({t, k}, 97, 0.3f);
+  Tensor want = Tensor::empty({t, dim}, DType::kF32);
+  backend().moe_experts(x, id_t, wts, cpu_experts, options, want);
+  const Tensor gx = to_gpu(x, *wg), gid = to_gpu(id_t, *wg), gw = to_gpu(wts, *wg);
+  Tensor got = poisoned({t, dim}, DType::kF32, *wg);
+  wg->moe_experts(gx, gid, gw, gpu_experts, options, got);
+  const Tensor h1 = to_host(got, *wg);
+  EXPECT_LE(rel_error(h1, want), kTolMoeWgmma) << worst_element(h1, want);
+  // Against the mma.sync kernel on the same e4m3 codes (only the order inside a 32-K step differs).
+  Tensor ref = poisoned({t, dim}, DType::kF32, *wide);
+  wide->moe_experts(to_gpu(x, *wide), to_gpu(id_t, *wide), to_gpu(wts, *wide), gpu_experts, options, ref);
+  const Tensor h_ref = to_host(ref, *wide);
+  EXPECT_LE(rel_error(h1, h_ref), kTolMoeWgmma) << worst_element(h1, h_ref);
+  Tensor again = poisoned({t, dim}, DType::kF32, *wg);
+  wg->moe_experts(gx, gid, gw, gpu_experts, options, again);
+  const Tensor h2 = to_host(again, *wg);
+  EXPECT_EQ(std::memcmp(h1.raw_data(), h2.raw_data(), static_cast<std::size_t>(h1.nbytes())), 0);
+}
+
+std::vector<ExpertWeights> fp4_experts(int n_exp, std::int64_t dim, std::int64_t inter, std::uint32_t seed,
+                                       std::vector<ExpertWeights>* gpu_experts) {
+  std::vector<ExpertWeights> cpu_experts;
+  for (int e = 0; e < n_exp; ++e) {
+    const auto s = static_cast<std::uint32_t>(seed + 10 * e);
+    ExpertWeights ew{expert_weight(ExpertFmt::kFp4, inter, dim, s), expert_weight(ExpertFmt::kFp4, inter, dim, s + 1),
+                     expert_weight(ExpertFmt::kFp4, dim, inter, s + 2)};
+    gpu_experts->push_back({to_gpu(ew.w1), to_gpu(ew.w3), to_gpu(ew.w2)});
+    cpu_experts.push_back(std::move(ew));
+  }
+  return cpu_experts;
+}
+
+// The smallest shape the kernel takes, to debug its layout first: one expert, one token, dim = inter
+// = 128, so each GEMM is two 64-row tiles of one 128-K stage (one act block, four weight-scale blocks)
+// and items of 8 rows (wgmma m64n8k32) with a single live column.
+TEST(CudaParity, MoeFp4WgmmaOneExpertOneTokenMatchesCpu) {
+  DEEPINFER_REQUIRE_GPU();
+  std::vector<ExpertWeights> gpu_experts;
+  const std::vector<ExpertWeights> cpu_experts = fp4_experts(1, 128, 128, 700, &gpu_experts);
+  check_wgmma_experts(1, 1, 128, 128, 1, cpu_experts, gpu_experts);
+}
+
+// The V4-Flash expert shape (w1 / w3 [2048, 4096], w2 [4096, 2048]) over 8 experts, top-6: T = 1 and
+// 8 take items of 8 rows (m64n8k32), T = 16 items of 16, T = 32 and 128 items of 32 (several items
+// per expert at 128); each result repeats its bits.
+TEST(CudaParity, MoeFp4WgmmaExpertShapesMatchCpu) {
+  DEEPINFER_REQUIRE_GPU();
+  std::vector<ExpertWeights> gpu_experts;
+  const std::vector<ExpertWeights> cpu_experts = fp4_experts(8, 4096, 2048, 800, &gpu_experts);
+  for (std::int64_t t : {1, 8, 16, 32, 128}) check_wgmma_experts(8, 6, 4096, 2048, t, cpu_experts, gpu_experts);
+}
+
 }  // namespace
 }  // namespace deepinfer::ops::test

@@ -17,6 +17,7 @@ std::unique_ptr<Backend> make_cuda_backend(int device) {
   options.device = device;
   options.batch_invariant = env::flags().batch_invariant;
   options.fp8_wgmma_decode = env::flags().fp8_wgmma;
+  options.moe_fp4_wgmma = env::flags().moe_fp4_wgmma;
   return make_cuda_backend(options);
 }
 

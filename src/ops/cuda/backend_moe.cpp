@@ -334,9 +334,19 @@ void CudaBackend::moe_experts_skinny(const DevRows& x, const std::int32_t* ids, 
     tma1 = tma1 && skinny_fp4_tma_fits(dim, dev_weight(ew.w1)) && skinny_fp4_tma_fits(dim, dev_weight(ew.w3));
     tma2 = tma2 && skinny_fp4_tma_fits(inter, dev_weight(ew.w2));
   }
-  const int group = rows_per_expert <= kSkinnyRowsSmall / ((wide1 || wide2) ? 2 : 1)
-                        ? kSkinnyRowsSmall
-                        : ((wide1 || wide2) && rows_per_expert <= kSkinnyRowsMid ? kSkinnyRowsMid : kSkinnyRowsLarge);
+  // sm_90a warpgroup MMA (moe_fp4_wgmma.cu, opt-in): every GEMM of every expert fits, items of 8 / 16 / 32.
+  bool wgmma = options_.moe_fp4_wgmma && arch_->wgmma && e0.w1.format == WeightFormat::kFp4 && act == 128;
+  for (const ExpertWeights& ew : experts)
+    wgmma = wgmma && moe_fp4_wgmma_fits(inter, dim, dev_weight(ew.w1)) &&
+            moe_fp4_wgmma_fits(inter, dim, dev_weight(ew.w3)) && moe_fp4_wgmma_fits(dim, inter, dev_weight(ew.w2));
+  int group = rows_per_expert <= kSkinnyRowsSmall / ((wide1 || wide2) ? 2 : 1)
+                  ? kSkinnyRowsSmall
+                  : ((wide1 || wide2) && rows_per_expert <= kSkinnyRowsMid ? kSkinnyRowsMid : kSkinnyRowsLarge);
+  if (wgmma) {
+    group = rows_per_expert <= kSkinnyRowsSmall ? kSkinnyRowsSmall
+            : rows_per_expert <= kSkinnyRowsMid ? kSkinnyRowsMid
+                                                : kSkinnyRowsLarge;
+  }
   const std::int64_t max_items = pairs / group + std::min(n_exp, pairs) + 1;
   const std::int64_t ld1 = ceil_div(dim, 16) * 16, ld2 = ceil_div(inter, 16) * 16;
   const std::int64_t kb1 = ceil_div(dim, act), kb2 = ceil_div(inter, act);
@@ -386,7 +396,9 @@ void CudaBackend::moe_experts_skinny(const DevRows& x, const std::int32_t* ids, 
   g.out[0] = gate;
   g.out[1] = up;
   g.ldo = inter;
-  if (wide1) {
+  if (wgmma) {
+    launch_moe_fp4_wgmma(group, g, grid_y, 2, stream_);
+  } else if (wide1) {
     if (tma1) {
       launch_skinny_fp4_tma(group, options_.moe_fp4_pipe_stages, g, grid_y, 2, stream_);
     } else {
@@ -419,7 +431,9 @@ void CudaBackend::moe_experts_skinny(const DevRows& x, const std::int32_t* ids, 
   g2.out[0] = y;
   g2.out[1] = nullptr;
   g2.ldo = dim;
-  if (wide2) {
+  if (wgmma) {
+    launch_moe_fp4_wgmma(group, g2, grid_y, 1, stream_);
+  } else if (wide2) {
     if (tma2) {
       launch_skinny_fp4_tma(group, options_.moe_fp4_pipe_stages, g2, grid_y, 1, stream_);
     } else {

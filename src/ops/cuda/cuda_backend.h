@@ -58,6 +58,11 @@ struct CudaBackendOptions {
   // measured 5-60% slower (docs/PERFORMANCE_CUDA_OPS.md, 2026-11-30: the per-step math, not the loads, limits
   // both), so off by default.
   int moe_fp4_pipe_stages = 0;
+  // The routed experts' decode GEMMs (the items above, fp4 weights with ue8m0 scales, act block 128,
+  // dims % 128 == 0) on sm_90a warpgroup MMA (moe_fp4_wgmma.cu: fp4 tiles widened once to e4m3 in
+  // shared memory, native fp8 wgmma; mma.sync e4m3 is emulated on sm_90). Not yet run on a device, so
+  // off by default; the default follows DEEPINFER_MOE_FP4_WGMMA. Ignored in batch-invariant mode.
+  bool moe_fp4_wgmma = false;
   // Prefill: fp4 experts with at least this many rows per expert on average (0 = off) go through the
   // grouped GEMM that widens each weight tile to bf16 once per 128-row item (moe_prefill_kernels.cu,
   // mma.sync: bit-identical to the batch-invariant mma.sync pipeline, so that mode takes it too).
