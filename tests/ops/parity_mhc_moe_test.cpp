@@ -348,6 +348,53 @@ TEST(CudaParity, MoeFp4WgmmaOneExpertOneTokenMatchesCpu) {
   check_wgmma_experts(1, 1, 128, 128, 1, cpu_experts, gpu_experts);
 }
 
+// A layout probe for the first device run: one expert, one token, dim = inter = 128. w1 = w3 read one
+// input each (row n holds 1.0 at column p(n) = (37 n + 11) % 128, a permutation), w2 is the identity and
+// the token's 128 inputs are distinct e4m3-exact values (8 binades x 8 mantissas x 2 signs, one act
+// scale), so output column n is a function of x[p(n)] alone, exact up to SwiGLU's rounding. Where an
+// output is off, the message names the CPU column(s) whose value it holds: a descriptor / swizzle error
+// (wrong K read) or a fragment mapping error (wrong row or token written) shows as a pattern of columns.
+TEST(CudaParity, MoeFp4WgmmaProbeNamesTheColumnEachOutputHolds) {
+  DEEPINFER_REQUIRE_GPU();
+  constexpr std::int64_t kD = 128;
+  auto perm = [](std::int64_t n) { return (37 * n + 11) % kD; };
+  Tensor sel = Tensor::zeros({kD, kD}, DType::kF32), eye = Tensor::zeros({kD, kD}, DType::kF32);
+  Tensor xf = Tensor::empty({1, kD}, DType::kF32);
+  for (std::int64_t n = 0; n < kD; ++n) {
+    sel.data<float>()[n * kD + perm(n)] = 1.0f;
+    eye.data<float>()[n * kD + n] = 1.0f;
+    xf.data<float>()[n] = (n % 2 != 0 ? -1.0f : 1.0f) * (1.0f + static_cast<float>((n / 2) % 8) / 8.0f) *
+                          std::ldexp(1.0f, static_cast<int>(n / 16) - 5);
+  }
+  std::vector<ExpertWeights> cpu_experts, gpu_experts;
+  cpu_experts.push_back({quantize_fp4(sel), quantize_fp4(sel), quantize_fp4(eye)});
+  gpu_experts.push_back({to_gpu(cpu_experts[0].w1), to_gpu(cpu_experts[0].w3), to_gpu(cpu_experts[0].w2)});
+  const Tensor x = xf.to(DType::kBF16), id_t = i32_tensor({1, 1}, {0});
+  Tensor wts = Tensor::empty({1, 1}, DType::kF32);
+  wts.data<float>()[0] = 1.0f;
+  const MoeOptions options{0.0f, 128, DType::kBF16};
+  Tensor want = Tensor::empty({1, kD}, DType::kF32);
+  backend().moe_experts(x, id_t, wts, cpu_experts, options, want);
+  const std::unique_ptr<Backend> wg = moe_wgmma_backend(true);
+  Tensor got_dev = poisoned({1, kD}, DType::kF32, *wg);
+  wg->moe_experts(to_gpu(x, *wg), to_gpu(id_t, *wg), to_gpu(wts, *wg), gpu_experts, options, got_dev);
+  const Tensor got = to_host(got_dev, *wg);
+  const float* g = got.data<float>();
+  const float* w = want.data<float>();
+  int reported = 0;
+  for (std::int64_t n = 0; n < kD && reported < 16; ++n) {
+    if (std::fabs(g[n] - w[n]) <= 0.07f * std::fabs(w[n])) continue;  // one e4m3 step of the intermediate
+    std::string holds;
+    for (std::int64_t m = 0; m < kD; ++m)
+      if (std::fabs(g[n] - w[m]) <= 1e-6f * std::fabs(w[m]))
+        holds += fmt::format(" {} (x[{}])", m, perm(m));
+    ADD_FAILURE() << "output column " << n << " (reads x[" << perm(n) << "]): got " << g[n] << ", want " << w[n]
+                  << "; equals the CPU's column(s)" << (holds.empty() ? " none" : holds);
+    ++reported;
+  }
+  EXPECT_LE(rel_error(got, want), kTolMoeWgmma);
+}
+
 // The V4-Flash expert shape (w1 / w3 [2048, 4096], w2 [4096, 2048]) over 8 experts, top-6: T = 1 and
 // 8 take items of 8 rows (m64n8k32), T = 16 items of 16, T = 32 and 128 items of 32 (several items
 // per expert at 128); each result repeats its bits.

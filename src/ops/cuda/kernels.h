@@ -233,7 +233,7 @@ void launch_skinny_fp4_tma(int group_rows, int stages, const SkinnyGemmArgs& arg
 // The same grouped fp4 GEMM (same arguments, act_block == 128) on sm_90a warpgroup MMA
 // (moe_fp4_wgmma.cu): one CTA per (64 weight rows, item, weight set); grid_y = max items, grid_z =
 // weight sets; items of <= 8 / 16 / 32 rows by group_rows. Launch only where ArchFeatures::wgmma and
-// moe_fp4_wgmma_fits(n, k, every expert's weight) (fp4 weight with ue8m0 scales of block 32).
+// moe_fp4_wgmma_fits(n, k, every expert's weight) (fp4, ue8m0 scales of block 32, rows 4-byte aligned).
 constexpr std::int64_t kMoeFp4WgmmaMaxK = 16384;
 bool moe_fp4_wgmma_fits(std::int64_t n, std::int64_t k, const DevWeight& w);
 void launch_moe_fp4_wgmma(int group_rows, const SkinnyGemmArgs& args, int grid_y, int grid_z, cudaStream_t stream);

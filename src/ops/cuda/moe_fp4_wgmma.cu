@@ -3,6 +3,21 @@
 // multiplies fp8 natively. Each CTA (one warpgroup) owns 64 weight rows of one expert for one item.
 // fp4 tiles stream in through a cp.async ring, are widened once into 128-byte-swizzled K-major e4m3
 // (the A operand), and the item's act-quant e4m3 rows are B (N = 8 / 16 / 32 tokens).
+//
+// Written without a device (2026-11-30): what the first run must confirm, in the order to check it
+// (tools/gpu/run_wgmma_experts.sh; the probe test names the CPU column each wrong output holds):
+// A1 descriptor (wgmma_sm90.cuh smem_desc): start >> 4, LBO 16 B (unused for swizzled K-major), SBO
+//    1024 B (8 rows x 128 B), layout 1 = 128-byte swizzle, base offset 0 (every tile 1024-aligned);
+//    the bf16 prefill kernel's descriptor, with 128 bytes = 128 e4m3 here instead of 64 bf16.
+// A2 swizzle: 16-byte chunk c of row r at r * 128 + ((c ^ r % 8) << 4); K element k of a row is byte
+//    k % 16 of chunk k / 16 (wg::swizzled, as written for both operands).
+// A3 K step s of a 128-K stage = descriptor start + 32 s bytes (the bf16 kernel's +32 B per k16).
+// A4 B = the item's rows, N x 128 bytes K-major, the same descriptor (N = 8: a single 8-row group).
+// A5 accumulator fragment of m64nNk32 f32 (below); the epilogue writes (weight row, token) from it.
+// A6 wgmma scale-d = 0 (wgmma_e4m3's acc_in = 0) ignores the registers' old values: D = A·B.
+// A7 fp4 packing: element 2b in the low nibble of byte b (quantize_fp4, fp4x8_to_bf16x8); the widening
+//    (skinny::e2m1x4_to_e4m3x4) is exact, so only the 32-term sum inside a wgmma differs from the CPU.
+// A8 occupancy: items of 32: 68 KB shared, 127 registers -> 3 CTAs per SM; items of 8: 52 KB -> 4.
 #include "ops/cuda/device_formats.cuh"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/mma_sync.cuh"
@@ -56,6 +71,9 @@ __global__ void __launch_bounds__(kThreads) moe_fp4_wgmma_kernel(SkinnyGemmArgs 
   extern __shared__ __align__(1024) std::uint8_t smem_in[];
   std::uint8_t* smem = smem_in + ((1024 - smem_u32(smem_in) % 1024) % 1024);
   __shared__ std::int32_t rows_s[NT];
+  auto cp_async4 = [](std::uint32_t dst, const void* src) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src) : "memory");
+  };
 
   if (static_cast<int>(blockIdx.y) >= *args.item_count) return;
   const int4 item = args.items[blockIdx.y];
@@ -70,12 +88,19 @@ __global__ void __launch_bounds__(kThreads) moe_fp4_wgmma_kernel(SkinnyGemmArgs 
 
   for (int c = tid; c < NT; c += kThreads)
     rows_s[c] = c < mrows ? static_cast<std::int32_t>(args.x_rows ? args.x_rows[row0 + c] : row0 + c) : -1;
-  {  // the tile's weight scales (scale rows 16-byte aligned: moe_fp4_wgmma_fits), in the first group
+  {  // the tile's weight scales, in the first group: 16-byte copies where rows allow, else 4-byte ones
     const auto* scale = static_cast<const std::uint8_t*>(w.scale);
-    const int chunks = scols / 16;
-    for (int idx = tid; idx < kRows * chunks; idx += kThreads) {
-      const int r = idx / chunks, c = idx % chunks;
-      cp_async16_zfill(smem_u32(smem + L::kWs + r * wstride + c * 16), scale + (n0 + r) * w.scale_ld + c * 16, true);
+    const bool wide = scols % 16 == 0 && w.scale_ld % 16 == 0 && reinterpret_cast<std::uintptr_t>(scale) % 16 == 0;
+    const int piece = wide ? 16 : 4, pieces = scols / piece;
+    for (int idx = tid; idx < kRows * pieces; idx += kThreads) {
+      const int r = idx / pieces, c = idx % pieces;
+      const std::uint32_t dst = smem_u32(smem + L::kWs + r * wstride + c * piece);
+      const std::uint8_t* src = scale + (n0 + r) * w.scale_ld + c * piece;
+      if (wide) {
+        cp_async16_zfill(dst, src, true);
+      } else {
+        cp_async4(dst, src);
+      }
     }
   }
   __syncthreads();
@@ -103,9 +128,7 @@ __global__ void __launch_bounds__(kThreads) moe_fp4_wgmma_kernel(SkinnyGemmArgs 
       const std::int32_t src = rows_s[tid];
       float* xs = reinterpret_cast<float*>(smem + L::kXs + st * NT * 4);
       if (src >= 0) {
-        asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_u32(xs + tid)),
-                     "l"(args.xs + static_cast<std::int64_t>(kt) * args.xs_ld + src)
-                     : "memory");
+        cp_async4(smem_u32(xs + tid), args.xs + static_cast<std::int64_t>(kt) * args.xs_ld + src);
       } else {
         xs[tid] = 0.0f;
       }
@@ -225,7 +248,7 @@ void launch_config(const SkinnyGemmArgs& args, int grid_y, int grid_z, cudaStrea
 
 bool moe_fp4_wgmma_fits(std::int64_t n, std::int64_t k, const DevWeight& w) {
   return n % kRows == 0 && k % kBK == 0 && k <= kMoeFp4WgmmaMaxK && !w.scale_f32 && w.block == 32 &&
-         w.scale_ld % 16 == 0 && reinterpret_cast<std::uintptr_t>(w.scale) % 16 == 0 &&
+         w.scale_ld % 4 == 0 && reinterpret_cast<std::uintptr_t>(w.scale) % 4 == 0 &&
          reinterpret_cast<std::uintptr_t>(w.data) % 16 == 0;
 }
 
