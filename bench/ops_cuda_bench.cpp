@@ -515,8 +515,9 @@ int main(int argc, char** argv) {
       CudaBackendOptions wg;
       wg.moe_fp4_wgmma = true;
       auto wgmma = make_cuda_backend(wg);
-      std::vector<ExpertPath> paths = {{"default", fast.get()}, {"wgmma", wgmma.get()}, {"tma 2", tma2.get()}};
-      if (!trace) {
+      std::vector<ExpertPath> paths = {{"default", fast.get()}, {"tma 2", tma2.get()}};
+      if (!trace) {  // (the trace's segments are labelled by run_moe_experts.sh: default, tma 2)
+        paths.insert(paths.begin() + 1, {"wgmma", wgmma.get()});
         paths.push_back({"tma 4", tma4.get()});
         paths.push_back({"4-byte", narrow.get()});
       }
