@@ -62,7 +62,7 @@ constexpr int kThreads = 128;  // one warpgroup
 constexpr int kRowsW = 64;     // weight rows per CTA (wgmma M)
 constexpr int kBK = 128;       // K per stage: one 128-byte swizzle row of e4m3, one scale block
 constexpr int kStages = 6;     // 5 stages (40 KB of weights) in flight per CTA while one is consumed
-constexpr int kCtasPerSm = 2;  // split-K target: this many CTAs per SM streaming
+constexpr int kCtasPerSm = 2;  // split-K target: this many CTAs per SM streaming (2 fit at NT = 64)
 constexpr int kWTile = kRowsW * kBK;  // 8 KB
 
 template <int NT>
@@ -193,7 +193,8 @@ int fp8_wgmma_decode_splits(std::int64_t n, std::int64_t k, int sm_count) {
   const std::int64_t tiles = n / kRowsW, kb = k / kBK;
   const std::int64_t target = static_cast<std::int64_t>(kCtasPerSm) * std::max(sm_count, 1);
   if (tiles <= 0 || kb <= 1 || tiles >= target) return 1;
-  std::int64_t splits = std::min<std::int64_t>((target + tiles - 1) / tiles, kb);
+  // Rounded down: one wave of at most `target` CTAs (wo_b: 64 tiles x 4, not 5 with a 56-CTA tail).
+  std::int64_t splits = std::clamp<std::int64_t>(target / tiles, 1, kb);
   const std::int64_t per_split = (kb + splits - 1) / splits;
   splits = (kb + per_split - 1) / per_split;  // no empty split
   return static_cast<int>(splits);
