@@ -184,7 +184,6 @@ __global__ void __launch_bounds__(kThreads) moe_fp4_wgmma_kernel(SkinnyGemmArgs 
     wg::wgmma_fence();
     // K step s: 32 e4m3 = 32 bytes into each 128-byte swizzled row (the start address advances by 32).
 #pragma unroll
-#pragma unroll
     for (int s = 0; s < 4; ++s)
       wg::wgmma_e4m3(part[s], wg::smem_desc(a_addr + s * 32), wg::smem_desc(b_addr + s * 32), 0);
     wg::wgmma_commit();
