@@ -32,13 +32,16 @@ wg_sass "$parity" moe_fp4_wgmma "$out/sass.txt"  # expect 3 kernels: items of 8,
 wg_gtest "$parity" '*MoeFp4WgmmaProbe*:*MoeFp4WgmmaOneExpert*' "$out/probe.log" 120 memcheck
 # 2. The expert shapes (MoE bound, errors printed; same bits on repeat and alone vs in a batch), all MoE tests.
 wg_gtest "$parity" '*Moe*' "$out/parity.log" 300
-# 3. default (register-staged mma.sync kernel) vs wgmma: 256 experts of V4-Flash, T = 1..512.
+# 3. default (register-staged mma.sync kernel) vs wgmma: 256 experts of V4-Flash, T = 1..512; the table's
+#    'vs default' column (max |diff| / max |default|) is the full-scale numerics check.
 if [ "$bench" = 1 ]; then
   timeout 200 build/gpu/bench/ops_cuda_bench --moe >"$out/moe.md" 2>&1
   wg_stamp "ops_cuda_bench --moe: exit $?"
   grep -E "^\| (tokens|[0-9]+ \| [0-9]+ \| (default|wgmma)) " "$out/moe.md" | head -40
 fi
-# 4. The whole model (HF and CPU fixtures) with the routed experts' decode GEMMs on wgmma.
+# 4. The whole model (HF and CPU fixtures) with DEEPINFER_MOE_FP4_WGMMA=1. The fixtures' experts (hidden 64,
+#    intermediate 32) fail moe_fp4_wgmma_fits, so this checks the flag leaves the model path intact; the
+#    kernel itself is exercised by steps 1-3.
 if [ "$golden" = 1 ]; then
   wait "$golden_build" || { grep -E "error|Error" "$out/build_golden.log" | tail -20; exit 1; }
   DEEPINFER_MOE_FP4_WGMMA=1 wg_gtest build/gpu/tests/golden/cuda_golden_test '*' "$out/golden.log" 200
