@@ -299,6 +299,15 @@ Backend& gpu_fp8_wgmma() {
   return *backend;
 }
 
+// The same kernel with the separate act-quant launch at every row count (no fused quant at <= 8 rows).
+Backend& gpu_fp8_wgmma_separate() {
+  static auto backend = backend_with([](CudaBackendOptions& o) {
+    o.fp8_wgmma_decode = true;
+    o.fp8_wgmma_fused_rows = 0;
+  });
+  return *backend;
+}
+
 // The same weight with its ue8m0 block scales widened to f32 (DevWeight::scale_f32, the other scale form).
 LinearWeight with_f32_scales(const LinearWeight& w) {
   LinearWeight f = w;
@@ -313,7 +322,6 @@ TEST(CudaParity, Fp8WgmmaDecodeReadsEveryWeightElementAtItsPlaceInOneTile) {
   // product but one is 0, the codes and pow2 scales are exact). A wrong descriptor, swizzle or
   // fragment mapping shows up as the W element actually read, found in the table of all of W.
   constexpr std::int64_t kN = 64, kK = 128, kM = 8;
-  Backend& b = gpu_fp8_wgmma();
   const LinearWeight w = make_weight(Fmt::kFp8b128, kN, kK, 91);
   Tensor eye = Tensor::empty({kK, kK}, DType::kF32);
   for (std::int64_t i = 0; i < kK * kK; ++i) eye.data<float>()[i] = i % (kK + 1) == 0 ? 1.0f : 0.0f;
@@ -325,7 +333,13 @@ TEST(CudaParity, Fp8WgmmaDecodeReadsEveryWeightElementAtItsPlaceInOneTile) {
     hot[static_cast<std::size_t>(t)] = (17 * t + 3) % kK;  // every 16-byte chunk, both 32-K halves of a chunk pair
     for (std::int64_t k = 0; k < kK; ++k) x.data<float>()[t * kK + k] = k == hot[static_cast<std::size_t>(t)] ? 1.0f : 0.0f;
   }
-  for (const LinearWeight& wv : {w, with_f32_scales(w)}) {
+  // The act quant fused (8 rows) and separate; ue8m0 and f32 weight scales.
+  const LinearWeight w_f32 = with_f32_scales(w);
+  for (int variant = 0; variant < 4; ++variant) {
+    SCOPED_TRACE(testing::Message() << (variant < 2 ? "fused" : "separate") << " act quant, "
+                                    << (variant % 2 ? "f32" : "ue8m0") << " weight scales");
+    Backend& b = variant < 2 ? gpu_fp8_wgmma() : gpu_fp8_wgmma_separate();
+    const LinearWeight& wv = variant % 2 ? w_f32 : w;
     Tensor got = poisoned({kM, kN}, DType::kF32, b);
     b.linear(to_gpu(x.to(DType::kBF16), b), to_gpu(wv, b), LinearOptions{128}, got);
     const Tensor got_host = to_host(got, b);
@@ -359,6 +373,7 @@ TEST(CudaParity, Fp8WgmmaDecodeMatchesCpuOnTheDecodeShapes) {
     for (std::int64_t m : {1, 3, 8, 17, 32, 40, 64}) {
       check_linear(Fmt::kFp8b128, Case{m, n, k}, DType::kBF16, 128, DType::kF32, gpu_fp8_wgmma());
       if (m == 1 || m == 64) check_linear(Fmt::kFp8b128, Case{m, n, k}, DType::kBF16, 128, DType::kBF16, gpu_fp8_wgmma());
+      if (m <= 8) check_linear(Fmt::kFp8b128, Case{m, n, k}, DType::kBF16, 128, DType::kF32, gpu_fp8_wgmma_separate());
     }
   // Shapes the kernel does not take (N % 64, act block 64, 65 rows) still match through the other paths.
   for (const Case& c : std::vector<Case>{{5, 100, 1024}, {65, 128, 2048}})
@@ -370,6 +385,7 @@ TEST(CudaParity, Fp8WgmmaDecodeRowsDoNotDependOnTheBatch) {
   DEEPINFER_REQUIRE_GPU();
   // The K split comes from (N, K) alone and a column's wgmma result must not depend on the token
   // tile (N = 8 alone, 32 or 64 in a batch): a row's bits are the same alone and at 20, 33 and 64 rows.
+  // Alone, the act quant runs fused in the kernel; in the batch, as its own launch: same codes and scales.
   Backend& b = gpu_fp8_wgmma();
   for (const auto& [n, k] : std::vector<std::pair<std::int64_t, std::int64_t>>{{4096, 8192}, {32768, 1024}}) {
     SCOPED_TRACE(testing::Message() << "N=" << n << " K=" << k);

@@ -335,12 +335,18 @@ bool CudaBackend::fp8_wgmma_eligible(const DevRows& x, const LinearWeight& w, in
 void CudaBackend::gemm_fp8_wgmma(const DevRows& x, const LinearWeight& w, const DevRows& out) {
   const std::int64_t m = x.rows, n = out.width, k = x.width;
   const int splits = fp8_wgmma_decode_splits(n, k, sm_count_);
+  const std::int64_t per_split = ceil_div(k / 128, splits);
+  const bool fused = m <= std::min(options_.fp8_wgmma_fused_rows, kFp8WgmmaFusedRows) &&
+                     per_split <= kFp8WgmmaFusedMaxKBlocks && reinterpret_cast<std::uintptr_t>(x.base) % 16 == 0 &&
+                     x.stride % 8 == 0;
   ScratchLayout layout;
-  const std::size_t c_off = layout.add(static_cast<std::size_t>(m * k));
-  const std::size_t s_off = layout.add(static_cast<std::size_t>((k / 128) * m) * sizeof(float));
+  const std::size_t c_off = layout.add(fused ? 0 : static_cast<std::size_t>(m * k));
+  const std::size_t s_off = layout.add(fused ? 0 : static_cast<std::size_t>((k / 128) * m) * sizeof(float));
   const std::size_t p_off = layout.add(splits > 1 ? static_cast<std::size_t>(splits * m * n) * sizeof(float) : 0);
   std::uint8_t* base = scratch(layout.total());
   Fp8WgmmaDecodeArgs args;
+  args.fused = fused ? 1 : 0;
+  args.xr = x;
   args.x = base + c_off;
   args.ldx = k;
   args.xs = reinterpret_cast<float*>(base + s_off);
@@ -353,7 +359,7 @@ void CudaBackend::gemm_fp8_wgmma(const DevRows& x, const LinearWeight& w, const 
   args.ldo = out.stride;
   args.out_bf16 = out.bf16;
   args.partial = splits > 1 ? reinterpret_cast<float*>(base + p_off) : nullptr;
-  launch_act_quant_codes(x, 128, base + c_off, k, reinterpret_cast<float*>(base + s_off), m, stream_);
+  if (!fused) launch_act_quant_codes(x, 128, base + c_off, k, reinterpret_cast<float*>(base + s_off), m, stream_);
   launch_fp8_wgmma_decode(args, splits, stream_);
   DI_CUDA_CHECK_LAUNCH("linear (fp8 wgmma decode)");
   if (splits > 1) {

@@ -52,6 +52,9 @@ struct CudaBackendOptions {
   // the device run has checked its parity and speed; the default follows DEEPINFER_FP8_WGMMA.
   // Ignored in batch-invariant mode (above 64 rows other kernels sum in other orders).
   bool fp8_wgmma_decode = false;
+  // Its act quant fused into the GEMM up to this many rows (at most 8; 0 = always the separate
+  // act-quant launch) where each CTA's K range is <= 4096: one launch fewer, the same bits.
+  int fp8_wgmma_fused_rows = 8;
   // The same fp4 expert GEMM with weights, scales and activations streamed by bulk copies (TMA)
   // through this many shared-memory stages of 512 K (2, 3 or 4; 0 = the register-staged kernel above),
   // where K % 512 == 0 and scale rows are 16-byte aligned. Bit-identical to it for equal K splits;
