@@ -204,9 +204,10 @@ struct DecodeLinear {
 // split-K above, wo_a as 8 launches; fp8: act-quant launch + skinny GEMM); 'alt' = the new kernels
 // where the default does not take them (bf16 single weights through the skinny kernel; fp8 with the
 // act quant fused up to 8 rows, 8 loads in flight); 'fp8 cuBLASLt' = cuBLASLt's block-scaled FP8 GEMM;
-// 'fp8 wgmma' = the FP8 decode GEMM on sm_90a wgmma (CudaBackendOptions::fp8_wgmma_decode, 1..64 rows).
+// 'fp8 wgmma' = the FP8 decode GEMM on sm_90a wgmma (CudaBackendOptions::fp8_wgmma_decode, 1..64 rows;
+// act quant fused up to 8 rows), 'fp8 wgmma sep' = the same with the act quant as its own launch.
 void bench_decode_linears(Backend& fast, Backend& previous, Backend& alt, Backend& fp8_lt, Backend& fp8_wg,
-                          const Roof& roof) {
+                          Backend& fp8_wg_sep, const Roof& roof) {
   const std::vector<DecodeLinear> cases = {
       {"lm head", WeightFormat::kBF16, 129280, 4096, 1, DType::kF32},
       {"wo_a (8 groups)", WeightFormat::kBF16, 1024, 4096, 8, DType::kBF16},
@@ -268,6 +269,7 @@ void bench_decode_linears(Backend& fast, Backend& previous, Backend& alt, Backen
       if (m <= 8 || !fp8) row("alt", alt, false);
       if (fp8 && m >= 4) row("fp8 cuBLASLt", fp8_lt, false);
       if (fp8) row("fp8 wgmma", fp8_wg, false);
+      if (fp8 && m <= 8) row("fp8 wgmma sep", fp8_wg_sep, false);
       std::fflush(stdout);
     }
   }
@@ -467,7 +469,7 @@ int main(int argc, char** argv) {
     if (argc > 1 && std::strcmp(argv[1], "--decode") == 0) {
       Roof roof;
       measure_roof(roof, *fast);
-      CudaBackendOptions prev, alt, lt8, wg;
+      CudaBackendOptions prev, alt, lt8, wg, wg_sep;
       prev.bf16_skinny_max_rows = 0;
       prev.fp8_fused_max_rows = 0;
       alt.bf16_skinny_linear = true;  // the skinny bf16 kernel on single weights too
@@ -475,11 +477,14 @@ int main(int argc, char** argv) {
       alt.fp8_decode_unroll = 8;
       lt8.skinny_max_rows = 0;
       wg.fp8_wgmma_decode = true;
+      wg_sep.fp8_wgmma_decode = true;
+      wg_sep.fp8_wgmma_fused_rows = 0;
       auto previous = make_cuda_backend(prev);
       auto alternative = make_cuda_backend(alt);
       auto fp8_lt = make_cuda_backend(lt8);
       auto fp8_wg = make_cuda_backend(wg);
-      bench_decode_linears(*fast, *previous, *alternative, *fp8_lt, *fp8_wg, roof);
+      auto fp8_wg_sep = make_cuda_backend(wg_sep);
+      bench_decode_linears(*fast, *previous, *alternative, *fp8_lt, *fp8_wg, *fp8_wg_sep, roof);
       return 0;
     }
     if (argc > 1 && std::strcmp(argv[1], "--moe-prefill") == 0) {

@@ -59,9 +59,9 @@ grep -E "^\[  FAILED  \] [A-Za-z]|Failure|relative error|Which is|rows .* row .*
 
 # 3. The decode table: the default path vs the wgmma kernel, weights streamed from HBM.
 if [ "$bench" = 1 ]; then
-  timeout 240 build/gpu/bench/ops_cuda_bench --decode >"$out/decode.md" 2>&1
+  timeout 300 build/gpu/bench/ops_cuda_bench --decode >"$out/decode.md" 2>&1
   stamp "ops_cuda_bench --decode: exit $?"
-  grep -E "^\|" "$out/decode.md" | grep -E "fp8/128 \| (1|8|32|64) \| (default|fp8 wgmma)" | head -60
+  grep -E "^\|" "$out/decode.md" | grep -E "fp8/128 \| (1|8|32|64) \| (default|fp8 wgmma)" | head -100
 fi
 
 # 4. The whole model (HF and CPU fixtures) with every eligible dense FP8 linear on the wgmma kernel.
