@@ -4,16 +4,18 @@
 # parity tests in debugging order (the one-tile layout probe first, under compute-sanitizer when the
 # device has it, then the decode shapes and the same-bits-in-a-batch test), the other linear parity
 # tests (default paths unchanged), ops_cuda_bench --decode ('default' vs 'fp8 wgmma' per shape and row
-# count), and cuda_golden_test with DEEPINFER_FP8_WGMMA=1 (the whole model on the new path).
-# Logs in $OUT (gpu.txt, build.log, sass.txt, probe.log, parity.log, decode.md, golden.log).
-# usage (repo root, .deps carried): bash tools/gpu/run_wgmma_decode.sh [--no-golden] [--no-bench]
+# count), cuda_golden_test with DEEPINFER_FP8_WGMMA=1 (the whole model on the new path), and v4_model_bench
+# decode steps (4 layers of V4-Flash, dummy weights, graphs) without and with DEEPINFER_FP8_WGMMA=1.
+# Logs in $OUT (gpu.txt, build.log, sass.txt, probe.log, parity.log, decode.md, golden.log, model.md).
+# usage (repo root, .deps carried): bash tools/gpu/run_wgmma_decode.sh [--no-golden] [--no-bench] [--no-model]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-golden=1 bench=1
+golden=1 bench=1 model=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-golden) golden=0 ;;
     --no-bench) bench=0 ;;
+    --no-model) model=0 ;;
     *) echo "run_wgmma_decode.sh: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -27,9 +29,12 @@ if ! bash tools/gpu/build.sh ops_cuda_parity_test ops_cuda_bench >"$out/build.lo
   grep -E "error|Error" "$out/build.log" | head -30; stamp "build (ops) failed"; exit 1
 fi
 stamp "build (ops)"
-if [ "$golden" = 1 ]; then
-  bash tools/gpu/build.sh cuda_golden_test >>"$out/build.log" 2>&1 &
-  golden_build=$!
+later=""
+[ "$golden" = 1 ] && later="$later cuda_golden_test"
+[ "$model" = 1 ] && later="$later v4_model_bench"
+if [ -n "$later" ]; then
+  bash tools/gpu/build.sh $later >>"$out/build.log" 2>&1 &
+  later_build=$!
 fi
 export LD_LIBRARY_PATH="$PWD/.deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
 parity=build/gpu/tests/ops/ops_cuda_parity_test
@@ -65,14 +70,27 @@ if [ "$bench" = 1 ]; then
 fi
 
 # 4. The whole model (HF and CPU fixtures) with every eligible dense FP8 linear on the wgmma kernel.
-if [ "$golden" = 1 ]; then
-  if ! wait $golden_build; then
-    grep -E "error|Error" "$out/build.log" | tail -30; stamp "build (golden) failed"; exit 1
+if [ -n "$later" ]; then
+  if ! wait $later_build; then
+    grep -E "error|Error" "$out/build.log" | tail -30; stamp "build ($later) failed"; exit 1
   fi
-  stamp "build (golden)"
+  stamp "build ($later)"
+fi
+if [ "$golden" = 1 ]; then
   DEEPINFER_FP8_WGMMA=1 timeout 200 build/gpu/tests/golden/cuda_golden_test >"$out/golden.log" 2>&1
   stamp "cuda_golden_test (DEEPINFER_FP8_WGMMA=1): exit $?, $(grep -E '^\[  PASSED|^\[  FAILED  \] [0-9]+ test' \
     "$out/golden.log" | tr '\n' ' ')"
   grep -E "^\[  FAILED  \] [A-Za-z]" "$out/golden.log" | head -20
+fi
+
+# 5. Whole decode steps: the default paths, then every eligible dense FP8 linear on the wgmma kernel.
+if [ "$model" = 1 ]; then
+  for wg in 0 1; do
+    echo "## DEEPINFER_FP8_WGMMA=$wg" >>"$out/model.md"
+    DEEPINFER_FP8_WGMMA=$wg timeout 150 build/gpu/bench/v4_model_bench --config tests/io/fixtures/v4_flash.release.json \
+      --num-layers 4 --prefill 16 --batches 1,8,32 --contexts 1024 --steps 6 >>"$out/model.md" 2>&1
+    stamp "v4_model_bench (DEEPINFER_FP8_WGMMA=$wg): exit $?"
+  done
+  grep -E "^## |^\||Ceilings" "$out/model.md" | head -40
 fi
 stamp done
