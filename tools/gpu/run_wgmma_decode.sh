@@ -69,7 +69,9 @@ if [ "$bench" = 1 ]; then
   grep -E "^\|" "$out/decode.md" | grep -E "fp8/128 \| (1|8|32|64) \| (default|fp8 wgmma)" | head -100
 fi
 
-# 4. The whole model (HF and CPU fixtures) with every eligible dense FP8 linear on the wgmma kernel.
+# 4. The whole model (HF and CPU fixtures) with the flag on. The fixtures' tiny dims (hidden 64, ranks 32)
+# fit no wgmma tile (K % 128), so this only shows the flag is harmless; the real shapes are checked by
+# the parity tests above and timed by step 5.
 if [ -n "$later" ]; then
   if ! wait $later_build; then
     grep -E "error|Error" "$out/build.log" | tail -30; stamp "build ($later) failed"; exit 1
