@@ -202,6 +202,7 @@ int main(int argc, char** argv) try {
   ops::CudaBackendOptions cuda_options;
   cuda_options.batch_invariant = env::flags().batch_invariant;
   cuda_options.fp8_wgmma_decode = env::flags().fp8_wgmma;  // DEEPINFER_FP8_WGMMA, as make_cuda_backend(device)
+  cuda_options.moe_fp4_wgmma = env::flags().moe_fp4_wgmma;  // DEEPINFER_MOE_FP4_WGMMA, likewise
   cuda_options.moe_prefill_min_rows = args.moe_prefill_min_rows;
   cuda_options.moe_prefill_wgmma = args.moe_prefill_wgmma;
   auto backend = gpu ? ops::make_cuda_backend(cuda_options) : ops::make_cpu_backend();
