@@ -24,6 +24,24 @@ TEST(Env, DefaultsMatchTheSeed) {
   EXPECT_EQ(f.use_nextn_decode, 5);
   EXPECT_EQ(f.yoco_prefill_keep_tokens, 140);
   EXPECT_FALSE(f.batch_invariant);
+  EXPECT_TRUE(f.cuda_graphs);
+  EXPECT_FALSE(f.fp8_wgmma);  // the wgmma decode GEMMs stay off until measured on the device
+  EXPECT_FALSE(f.moe_fp4_wgmma);
+}
+
+TEST(Env, ParsesTheCudaKernelSwitches) {
+  g_vars = {{"DEEPINFER_CUDA_GRAPHS", "0"}, {"DEEPINFER_FP8_WGMMA", "1"}, {"DEEPINFER_MOE_FP4_WGMMA", "true"}};
+  const Flags f = parse(&fake_lookup);
+  EXPECT_FALSE(f.cuda_graphs);
+  EXPECT_TRUE(f.fp8_wgmma);
+  EXPECT_TRUE(f.moe_fp4_wgmma);
+  g_vars = {{"DEEPINFER_MOE_FP4_WGMMA", "2"}};
+  try {
+    parse(&fake_lookup);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("DEEPINFER_MOE_FP4_WGMMA"), std::string::npos);
+  }
 }
 
 TEST(Env, ParsesValues) {
