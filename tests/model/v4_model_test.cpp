@@ -163,13 +163,13 @@ TEST(StepMeta, RowsListsAndPageTablesAddressEachSequencesOwnState) {
   arena->ensure_pages(b->pages, 301);
   const std::vector<Segment> segs = {{a.get(), 0, 5, 6, 0}, {b.get(), 5, 1, 300, 0}};
   const std::vector<std::int32_t> ids = {1, 2, 3, 4, 5, 6}, pos = {6, 7, 8, 9, 10, 300}, logit_rows = {4, 5};
-  StepMetaBuilder builder(config, *arena);
+  MetaStaging staging(backend());
+  StepMetaBuilder builder(config, *arena, staging);
   const StepRows rows{segs, ids, pos, logit_rows, {}};
   const StepShape shape = builder.shape_of(rows, false);
   EXPECT_EQ(shape.rows, 6);
   EXPECT_EQ(shape.max_pages, 2);
   builder.add(rows, shape);
-  MetaStaging staging(backend());
   const StepMeta m = builder.upload(staging).front();
   const std::int32_t sa = a->slot, sb = b->slot;
   EXPECT_EQ(ints(m.slots), (std::vector<std::int32_t>{sa, sa, sa, sa, sa, sb}));
@@ -217,14 +217,14 @@ TEST(StepMeta, BucketedDecodePadsRowsThatWriteNowhere) {
     ids.push_back(s);
     pos.push_back(519 + s);
   }
-  StepMetaBuilder builder(config, *arena);
+  MetaStaging staging(backend());
+  StepMetaBuilder builder(config, *arena, staging);
   const StepRows rows{segs, ids, pos, {}, {}};
   const StepShape shape = builder.shape_of(rows, true);
   EXPECT_EQ(shape.rows, 4);
   EXPECT_EQ(shape.segments, 4);
   EXPECT_EQ(shape.max_pages, 4);
   builder.add(rows, shape);
-  MetaStaging staging(backend());
   const StepMeta m = builder.upload(staging).front();
   EXPECT_EQ(ints(m.slots)[3], -1);
   EXPECT_EQ(ints(m.ring_rows)[3], -1);

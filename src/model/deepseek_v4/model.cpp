@@ -191,7 +191,7 @@ void Model::forward(std::span<const Chunk> chunks, Tensor& logits) {
   if (step.tokens == 0) return;
 
   step_ws_.reset();
-  StepMetaBuilder builder(config_, *plan.arena);
+  StepMetaBuilder builder(config_, *plan.arena, *staging_);
   const StepRows layout = step_rows(plan);
   builder.add(layout, builder.shape_of(layout, bucketed_));
   const std::vector<StepMeta> metas = builder.upload(*staging_);  // the step's one upload

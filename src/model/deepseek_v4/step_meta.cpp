@@ -51,8 +51,8 @@ ops::RowView StepMeta::store_view(const RowPool& store) const {
   return ops::RowView{store.pool, store_table, store.page_rows, segments * max_pages * store.page_rows};
 }
 
-StepMetaBuilder::StepMetaBuilder(const io::ModelConfig& config, const StateArena& arena)
-    : config_(config), arena_(arena) {}
+StepMetaBuilder::StepMetaBuilder(const io::ModelConfig& config, const StateArena& arena, MetaStaging& staging)
+    : config_(config), arena_(arena), host_(staging.take_host_buffer()) {}
 
 StepShape StepMetaBuilder::shape_of(const StepRows& step, bool bucketed) const {
   StepShape shape;
@@ -244,6 +244,7 @@ std::vector<StepMeta> StepMetaBuilder::upload(MetaStaging& staging) {
     out.push_back(std::move(p.meta));
   }
   pending_.clear();
+  staging.give_back_host_buffer(std::move(host_));
   host_.clear();
   return out;
 }

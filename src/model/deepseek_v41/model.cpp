@@ -266,7 +266,7 @@ void Model::forward(std::span<const Chunk> chunks, Tensor& logits) {
   TailPlan tail;
   std::vector<std::int32_t> tail_logits;
   step_ws_.reset();
-  v4::StepMetaBuilder builder(config_, *plan.arena);
+  v4::StepMetaBuilder builder(config_, *plan.arena, *staging_);
   v4::StepRows full_rows = v4::step_rows(plan);
   full_rows.one_hot = config_.hc_mult;  // the pre weights of layer 0's lagged collapse
   const v4::StepShape shape = builder.shape_of(full_rows, bucketed_);  // pads decode steps only
