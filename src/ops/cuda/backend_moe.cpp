@@ -396,17 +396,19 @@ void CudaBackend::moe_experts_skinny(const DevRows& x, const std::int32_t* ids, 
   g.out[0] = gate;
   g.out[1] = up;
   g.ldo = inter;
-  if (wgmma) {
-    launch_moe_fp4_wgmma(group, g, grid_y, 2, stream_);
-  } else if (wide1) {
-    if (tma1) {
-      launch_skinny_fp4_tma(group, options_.moe_fp4_pipe_stages, g, grid_y, 2, stream_);
+  // One grouped GEMM over the placed rows (weight sets 2 = w1 and w3, 1 = w2) on the chosen kernel.
+  const auto grouped_gemm = [&](const SkinnyGemmArgs& args, int sets, bool wide_loads, bool tma) {
+    if (wgmma) {
+      launch_moe_fp4_wgmma(group, args, grid_y, sets, stream_);
+    } else if (wide_loads && tma) {
+      launch_skinny_fp4_tma(group, options_.moe_fp4_pipe_stages, args, grid_y, sets, stream_);
+    } else if (wide_loads) {
+      launch_skinny_fp4_wide(group, args, grid_y, sets, stream_);
     } else {
-      launch_skinny_fp4_wide(group, g, grid_y, 2, stream_);
+      launch_skinny_gemm(format, group, true, args, grid_y, sets, stream_);
     }
-  } else {
-    launch_skinny_gemm(format, group, true, g, grid_y, 2, stream_);
-  }
+  };
+  grouped_gemm(g, 2, wide1, tma1);
   DI_CUDA_CHECK_LAUNCH("moe_experts (w1/w3)");
 
   MoeSwigluArgs sw = swiglu_args(gate, up, place.rw, inter, options);
@@ -431,17 +433,7 @@ void CudaBackend::moe_experts_skinny(const DevRows& x, const std::int32_t* ids, 
   g2.out[0] = y;
   g2.out[1] = nullptr;
   g2.ldo = dim;
-  if (wgmma) {
-    launch_moe_fp4_wgmma(group, g2, grid_y, 1, stream_);
-  } else if (wide2) {
-    if (tma2) {
-      launch_skinny_fp4_tma(group, options_.moe_fp4_pipe_stages, g2, grid_y, 1, stream_);
-    } else {
-      launch_skinny_fp4_wide(group, g2, grid_y, 1, stream_);
-    }
-  } else {
-    launch_skinny_gemm(format, group, true, g2, grid_y, 1, stream_);
-  }
+  grouped_gemm(g2, 1, wide2, tma2);
   DI_CUDA_CHECK_LAUNCH("moe_experts (w2)");
 
   combine_experts(y, place.pos, ids, k, dim, sw.mid_bf16, out, t_count, stream_);
