@@ -607,7 +607,13 @@ class QueueFullTest(unittest.TestCase):
             client = server.client()
             body = {"model": "tiny", "prompt": "long", "max_tokens": 16000, "stream": True, "ignore_eos": True}
             with requests.post(server.url + "/v1/completions", json=body, stream=True, timeout=60) as held:
-                next(line for line in held.iter_lines() if line.startswith(b"data: "))
+                # Keep the line iterator alive: a dropped (garbage-collected) iter_lines() generator closes
+                # the response stream, the server sees the client leave and aborts the held request, and
+                # the second one is then admitted (the race this test lost ~3 times in 4 on 2026-11-30).
+                lines = held.iter_lines()
+                for line in lines:
+                    if line.startswith(b"data: "):
+                        break
                 with self.assertRaises(openai.APIStatusError) as ctx:
                     client.completions.create(model="tiny", prompt="second", max_tokens=2)
                 self.assertEqual(ctx.exception.status_code, 503)
