@@ -204,10 +204,10 @@ struct DecodeLinear {
 // split-K above, wo_a as 8 launches; fp8: act-quant launch + skinny GEMM); 'alt' = the new kernels
 // where the default does not take them (bf16 single weights through the skinny kernel; fp8 with the
 // act quant fused up to 8 rows, 8 loads in flight); 'fp8 cuBLASLt' = cuBLASLt's block-scaled FP8 GEMM;
-// 'fp8 wgmma' = the FP8 decode GEMM on sm_90a wgmma (CudaBackendOptions::fp8_wgmma_decode, 1..64 rows;
-// act quant fused up to 8 rows), 'fp8 wgmma sep' = the same with the act quant as its own launch.
-void bench_decode_linears(Backend& fast, Backend& previous, Backend& alt, Backend& fp8_lt, Backend& fp8_wg,
-                          Backend& fp8_wg_sep, const Roof& roof) {
+// 'fp8 mma.sync' = the default without the sm_90a wgmma kernel (CudaBackendOptions::fp8_wgmma_decode,
+// which the default takes where it was measured faster: CudaBackend::fp8_wgmma_eligible).
+void bench_decode_linears(Backend& fast, Backend& previous, Backend& alt, Backend& fp8_lt, Backend& fp8_mma,
+                          const Roof& roof) {
   const std::vector<DecodeLinear> cases = {
       {"lm head", WeightFormat::kBF16, 129280, 4096, 1, DType::kF32},
       {"wo_a (8 groups)", WeightFormat::kBF16, 1024, 4096, 8, DType::kBF16},
@@ -268,8 +268,7 @@ void bench_decode_linears(Backend& fast, Backend& previous, Backend& alt, Backen
       row("previous", previous, true);
       if (m <= 8 || !fp8) row("alt", alt, false);
       if (fp8 && m >= 4) row("fp8 cuBLASLt", fp8_lt, false);
-      if (fp8) row("fp8 wgmma", fp8_wg, false);
-      if (fp8 && m <= 8) row("fp8 wgmma sep", fp8_wg_sep, false);
+      if (fp8) row("fp8 mma.sync", fp8_mma, false);
       std::fflush(stdout);
     }
   }
@@ -302,10 +301,10 @@ void bench_experts(const std::vector<ExpertPath>& paths, const Roof& roof, const
   std::printf("## Routed experts: fp4 weights, 256 experts × [2048, 4096] (w1, w3) + [4096, 2048] (w2), top-6\n\n");
   std::printf("moe_experts(): FP8 act quant to codes, sort by expert on the device, grouped FP8 tensor-core GEMM "
               "for w1/w3 (fp4 widened to e4m3), SwiGLU + act quant to codes, w2, combine. Paths: 'default' = "
-              "this build's defaults (the register-staged 16-byte fp4 kernel); 'tma 2' / 'tma 4' = "
-              "moe_fp4_pipe_stages 2 / 4 (fp4 weights, scales and activations streamed by bulk copies through "
-              "2 stages of 512 K with two blocks per SM / 4 stages with one); 'wgmma' = moe_fp4_wgmma (sm_90a "
-              "warpgroup MMA: fp4 tiles widened once to e4m3 in shared memory); '4-byte' = moe_fp4_wide off (the "
+              "this build's defaults (moe_fp4_wgmma: sm_90a warpgroup MMA, fp4 tiles widened once to e4m3 in shared "
+              "memory); 'mma.sync' = the register-staged 16-byte fp4 kernel (emulated e4m3 mma.sync); 'tma 2' / "
+              "'tma 4' = moe_fp4_pipe_stages 2 / 4 (fp4 weights, scales and activations streamed by bulk copies "
+              "through 2 stages of 512 K with two blocks per SM / 4 stages with one); '4-byte' = moe_fp4_wide off (the "
               "session-3 kernel); 'mma' = the batch-invariant pipeline. Bytes = distinct experts touched × %.1f MB + activations. (weights generated in %.0f s)\n\n",
               expert_bytes / 1e6, setup_s);
   std::printf("| tokens | experts touched | path | time µs | TFLOP/s | GB/s | floor µs | floor/time | vs default |\n");
@@ -469,22 +468,22 @@ int main(int argc, char** argv) {
     if (argc > 1 && std::strcmp(argv[1], "--decode") == 0) {
       Roof roof;
       measure_roof(roof, *fast);
-      CudaBackendOptions prev, alt, lt8, wg, wg_sep;
+      CudaBackendOptions prev, alt, lt8, mma;
       prev.bf16_skinny_max_rows = 0;
       prev.fp8_fused_max_rows = 0;
+      prev.fp8_wgmma_decode = false;
       alt.bf16_skinny_linear = true;  // the skinny bf16 kernel on single weights too
       alt.fp8_fused_max_rows = 8;
       alt.fp8_decode_unroll = 8;
+      alt.fp8_wgmma_decode = false;
       lt8.skinny_max_rows = 0;
-      wg.fp8_wgmma_decode = true;
-      wg_sep.fp8_wgmma_decode = true;
-      wg_sep.fp8_wgmma_fused_rows = 0;
+      lt8.fp8_wgmma_decode = false;
+      mma.fp8_wgmma_decode = false;
       auto previous = make_cuda_backend(prev);
       auto alternative = make_cuda_backend(alt);
       auto fp8_lt = make_cuda_backend(lt8);
-      auto fp8_wg = make_cuda_backend(wg);
-      auto fp8_wg_sep = make_cuda_backend(wg_sep);
-      bench_decode_linears(*fast, *previous, *alternative, *fp8_lt, *fp8_wg, *fp8_wg_sep, roof);
+      auto fp8_mma = make_cuda_backend(mma);
+      bench_decode_linears(*fast, *previous, *alternative, *fp8_lt, *fp8_mma, roof);
       return 0;
     }
     if (argc > 1 && std::strcmp(argv[1], "--moe-prefill") == 0) {
@@ -507,6 +506,7 @@ int main(int argc, char** argv) {
     }
     CudaBackendOptions nar;
     nar.moe_fp4_wide = false;
+    nar.moe_fp4_wgmma = false;
     auto narrow = make_cuda_backend(nar);
     if (argc > 1 && (std::strcmp(argv[1], "--moe") == 0 || std::strcmp(argv[1], "--moe-trace") == 0)) {
       const bool trace = std::strcmp(argv[1], "--moe-trace") == 0;
@@ -515,14 +515,15 @@ int main(int argc, char** argv) {
       CudaBackendOptions two, four;
       two.moe_fp4_pipe_stages = 2;
       four.moe_fp4_pipe_stages = 4;
+      two.moe_fp4_wgmma = four.moe_fp4_wgmma = false;
       auto tma2 = make_cuda_backend(two);
       auto tma4 = make_cuda_backend(four);
-      CudaBackendOptions wg;
-      wg.moe_fp4_wgmma = true;
-      auto wgmma = make_cuda_backend(wg);
+      CudaBackendOptions mma;
+      mma.moe_fp4_wgmma = false;  // the register-staged mma.sync kernel (the default before wgmma)
+      auto mma_sync = make_cuda_backend(mma);
       std::vector<ExpertPath> paths = {{"default", fast.get()}, {"tma 2", tma2.get()}};
       if (!trace) {  // (the trace's segments are labelled by run_moe_experts.sh: default, tma 2)
-        paths.insert(paths.begin() + 1, {"wgmma", wgmma.get()});
+        paths.insert(paths.begin() + 1, {"mma.sync", mma_sync.get()});
         paths.push_back({"tma 4", tma4.get()});
         paths.push_back({"4-byte", narrow.get()});
       }

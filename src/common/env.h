@@ -19,8 +19,8 @@ struct Flags {
   int yoco_prefill_keep_tokens = 140;     // DEEPINFER_YOCO_PREFILL_KEEP_TOKENS
   int num_threads = 0;                    // DEEPINFER_NUM_THREADS: CPU backend threads, 0 = all cores
   bool cuda_graphs = true;                // DEEPINFER_CUDA_GRAPHS: replay decode steps as CUDA graphs
-  bool fp8_wgmma = false;                 // DEEPINFER_FP8_WGMMA: dense FP8 decode GEMMs on wgmma
-  bool moe_fp4_wgmma = false;             // DEEPINFER_MOE_FP4_WGMMA: routed experts' decode GEMMs on wgmma
+  bool fp8_wgmma = true;                  // DEEPINFER_FP8_WGMMA=0: dense FP8 decode GEMMs off wgmma
+  bool moe_fp4_wgmma = true;              // DEEPINFER_MOE_FP4_WGMMA=0: routed experts' decode GEMMs off wgmma
 };
 
 // Parsed on first use; a malformed value throws deepinfer::Error naming the variable and value.

@@ -223,12 +223,14 @@ TEST(CudaParity, MoeFp4ExpertsMatchCpuThroughTheWideLoadGemm) {
   for (int stages : {4, 3, 2, 0}) {
     CudaBackendOptions o;
     o.moe_fp4_wide = true;
+    o.moe_fp4_wgmma = false;  // the mma.sync kernels under test
     o.moe_fp4_pipe_stages = stages;
     static const char* const names[] = {"wide regs", "", "tma 2", "tma 3", "tma 4"};
     paths.push_back({names[stages], make_cuda_backend(o)});
   }
   CudaBackendOptions narrow_options;
   narrow_options.moe_fp4_wide = false;
+  narrow_options.moe_fp4_wgmma = false;
   paths.push_back({"4-byte", make_cuda_backend(narrow_options)});
   const int k = 6;
   const MoeOptions options{10.0f, 128, DType::kBF16};

@@ -324,10 +324,14 @@ void CudaBackend::gemm_fp8_decode(const DevRows& x, const LinearWeight& w, int a
 }
 
 // Up to 64 rows on Hopper's native FP8 MMA (wgmma): the act quant's codes and scales, then one
-// launch over (N / 64, splits) CTAs, plus the split-order reduction when K is split.
+// launch over (N / 64, splits) CTAs, plus the split-order reduction when K is split. Measured on the
+// H200 (docs/PERFORMANCE_CUDA_OPS.md, 2026-11-30) against the mma.sync kernels: faster at every decode
+// shape up to 32 rows; at 33..64 rows only for K >= 2048 (at K = 1024 a 64-token CTA reads as many
+// activation bytes from L2 as weight bytes from HBM, and the skinny kernel wins).
 bool CudaBackend::fp8_wgmma_eligible(const DevRows& x, const LinearWeight& w, int act_block) const {
   const std::int64_t k = w.in_features(), n = w.out_features();
-  return options_.fp8_wgmma_decode && arch_->wgmma && !options_.batch_invariant && x.rows <= kFp8WgmmaMaxRows &&
+  const bool rows_fit = x.rows <= 32 || (x.rows <= kFp8WgmmaMaxRows && k >= 2048);
+  return options_.fp8_wgmma_decode && arch_->wgmma && !options_.batch_invariant && rows_fit &&
          w.format == WeightFormat::kFp8Block && w.block == 128 && act_block == 128 && k % 128 == 0 && n % 64 == 0 &&
          w.data.is_contiguous() && reinterpret_cast<std::uintptr_t>(w.data.raw_data()) % 16 == 0;
 }
@@ -335,18 +339,12 @@ bool CudaBackend::fp8_wgmma_eligible(const DevRows& x, const LinearWeight& w, in
 void CudaBackend::gemm_fp8_wgmma(const DevRows& x, const LinearWeight& w, const DevRows& out) {
   const std::int64_t m = x.rows, n = out.width, k = x.width;
   const int splits = fp8_wgmma_decode_splits(n, k, sm_count_);
-  const std::int64_t per_split = ceil_div(k / 128, splits);
-  const bool fused = m <= std::min(options_.fp8_wgmma_fused_rows, kFp8WgmmaFusedRows) &&
-                     per_split <= kFp8WgmmaFusedMaxKBlocks && reinterpret_cast<std::uintptr_t>(x.base) % 16 == 0 &&
-                     x.stride % 8 == 0;
   ScratchLayout layout;
-  const std::size_t c_off = layout.add(fused ? 0 : static_cast<std::size_t>(m * k));
-  const std::size_t s_off = layout.add(fused ? 0 : static_cast<std::size_t>((k / 128) * m) * sizeof(float));
+  const std::size_t c_off = layout.add(static_cast<std::size_t>(m * k));
+  const std::size_t s_off = layout.add(static_cast<std::size_t>((k / 128) * m) * sizeof(float));
   const std::size_t p_off = layout.add(splits > 1 ? static_cast<std::size_t>(splits * m * n) * sizeof(float) : 0);
   std::uint8_t* base = scratch(layout.total());
   Fp8WgmmaDecodeArgs args;
-  args.fused = fused ? 1 : 0;
-  args.xr = x;
   args.x = base + c_off;
   args.ldx = k;
   args.xs = reinterpret_cast<float*>(base + s_off);
@@ -359,7 +357,7 @@ void CudaBackend::gemm_fp8_wgmma(const DevRows& x, const LinearWeight& w, const 
   args.ldo = out.stride;
   args.out_bf16 = out.bf16;
   args.partial = splits > 1 ? reinterpret_cast<float*>(base + p_off) : nullptr;
-  if (!fused) launch_act_quant_codes(x, 128, base + c_off, k, reinterpret_cast<float*>(base + s_off), m, stream_);
+  launch_act_quant_codes(x, 128, base + c_off, k, reinterpret_cast<float*>(base + s_off), m, stream_);
   launch_fp8_wgmma_decode(args, splits, stream_);
   DI_CUDA_CHECK_LAUNCH("linear (fp8 wgmma decode)");
   if (splits > 1) {

@@ -48,13 +48,10 @@ struct CudaBackendOptions {
   int fp8_decode_unroll = 4;
   // Up to 64 rows of bf16 activations on fp8 weights with 128x128 block scales (act block 128,
   // N % 64 == 0, K % 128 == 0) on sm_90a: the act quant, then the FP8 GEMM on warpgroup MMA
-  // (fp8_wgmma_decode.cu: native e4m3 wgmma, where mma.sync e4m3 is emulated on Hopper). Off until
-  // the device run has checked its parity and speed; the default follows DEEPINFER_FP8_WGMMA.
-  // Ignored in batch-invariant mode (above 64 rows other kernels sum in other orders).
-  bool fp8_wgmma_decode = false;
-  // Its act quant fused into the GEMM up to this many rows (at most 8; 0 = always the separate
-  // act-quant launch) where each CTA's K range is <= 4096: one launch fewer, the same bits.
-  int fp8_wgmma_fused_rows = 8;
+  // (fp8_wgmma_decode.cu: native e4m3 wgmma, where mma.sync e4m3 is emulated on Hopper), where
+  // measured faster (CudaBackend::fp8_wgmma_eligible). On by default; DEEPINFER_FP8_WGMMA=0 turns it
+  // off. Ignored in batch-invariant mode (above 64 rows other kernels sum in other orders).
+  bool fp8_wgmma_decode = true;
   // The same fp4 expert GEMM with weights, scales and activations streamed by bulk copies (TMA)
   // through this many shared-memory stages of 512 K (2, 3 or 4; 0 = the register-staged kernel above),
   // where K % 512 == 0 and scale rows are 16-byte aligned. Bit-identical to it for equal K splits;
@@ -63,9 +60,10 @@ struct CudaBackendOptions {
   int moe_fp4_pipe_stages = 0;
   // The routed experts' decode GEMMs (the items above, fp4 weights with ue8m0 scales, act block 128,
   // dims % 128 == 0) on sm_90a warpgroup MMA (moe_fp4_wgmma.cu: fp4 tiles widened once to e4m3 in
-  // shared memory, native fp8 wgmma; mma.sync e4m3 is emulated on sm_90). Not yet run on a device, so
-  // off by default; the default follows DEEPINFER_MOE_FP4_WGMMA. Ignored in batch-invariant mode.
-  bool moe_fp4_wgmma = false;
+  // shared memory, native fp8 wgmma; mma.sync e4m3 is emulated on sm_90): 7-10% faster than the
+  // mma.sync kernel at 1..512 tokens on the H200 (2026-11-30), so on by default; DEEPINFER_MOE_FP4_WGMMA=0
+  // turns it off. Ignored in batch-invariant mode.
+  bool moe_fp4_wgmma = true;
   // Prefill: fp4 experts with at least this many rows per expert on average (0 = off) go through the
   // grouped GEMM that widens each weight tile to bf16 once per 128-row item (moe_prefill_kernels.cu,
   // mma.sync: bit-identical to the batch-invariant mma.sync pipeline, so that mode takes it too).

@@ -5,16 +5,17 @@
 // Shape: one warpgroup (128 threads) per CTA owns 64 weight rows (the wgmma A operand, M = 64); the
 // tokens are B (wgmma N = NT = 8/16/32/64, rows >= m zero-filled). Both operands sit K-major in
 // 128-byte-swizzled shared memory: one stage = one 128-K block = one 128-byte swizzle row per weight
-// row / token, filled by cp.async kStages deep. Per stage: 4 wgmma m64nNTk32 (the first with
+// row / token, filled by cp.async (6 stages deep at 8 tokens, fewer for wider token tiles so that 4
+// CTAs fit an SM: wq_b's 512 CTAs then run in one wave). Per stage: 4 wgmma m64nNTk32 (the first with
 // scale-d = 0, so d holds that block's partial alone), then acc += d · (weight block scale x the
 // token's act block scale) in f32 — the 128-K promotion of DeepSeek's block-scaled FP8 GEMM.
 // K is split across CTAs (grid.y) by a count from (N, K) and the SM count only, never from M; the
 // split partials are summed in split order by launch_splitk_reduce. The act codes come from
-// launch_act_quant_codes, or (<= 8 rows, <= 4096 K per CTA: decode at batch 1) from the same quant
-// run in the kernel's prologue while its first weight stages stream in (one launch fewer).
+// launch_act_quant_codes (a variant quantising in the kernel's prologue was measured 2-3x slower at
+// 1..8 rows on the H200, 2026-11-30, and removed: every CTA re-quantised its rows).
 //
-// Layout assumptions the first device run must confirm (tests/ops/parity_linear_test.cpp
-// "Fp8WgmmaDecode*", the one-tile case first):
+// Layout assumptions, all confirmed by the first device run (2026-11-30: the one-tile probe under
+// compute-sanitizer, the decode shapes within 1e-3, the same bits alone and in a batch):
 //  A1. smem_desc (wgmma_sm90.cuh) is right for fp8: K-major, 128-byte swizzle, SBO 1024 (8 rows of
 //      128 bytes), LBO unused; the same bits as the verified bf16 kernel since a row is 128 bytes in both.
 //  A2. Advancing the descriptor start by 32 bytes selects K sub-block s (32 e4m3) inside the swizzled
@@ -28,8 +29,6 @@
 //      "same bits alone and in a batch" test checks it.
 //  A6. Hopper's FP8 wgmma keeps enough precision over one 128-K block (4 chained k32 steps) for the
 //      1e-3 parity bound (DeepSeek-V3 report 3.3.2: ~14-bit alignment; promoted every 128 K here).
-//  A7. Fused quant: its 8-byte st.shared at swizzled(row, c / 2) + (c % 2) * 8 puts 8 codes where the
-//      cp.async path puts them (the "fused" and "separate" probe variants and the batch test compare both).
 #include <algorithm>
 
 #include "ops/cuda/device_formats.cuh"
@@ -65,67 +64,18 @@ using wgmma::wgmma_wait_all;
 constexpr int kThreads = 128;  // one warpgroup
 constexpr int kRowsW = 64;     // weight rows per CTA (wgmma M)
 constexpr int kBK = 128;       // K per stage: one 128-byte swizzle row of e4m3, one scale block
-constexpr int kStages = 6;     // 5 stages (40 KB of weights) in flight per CTA while one is consumed
-constexpr int kCtasPerSm = 2;  // split-K target: this many CTAs per SM streaming (2 fit at NT = 64)
+constexpr int kCtasPerSm = 2;  // split-K target: this many CTAs per SM streaming
 constexpr int kWTile = kRowsW * kBK;  // 8 KB
 
-template <int NT, bool FUSED>
-struct Cfg {
-  // Fused: the CTA's act codes for its whole K range live in shared memory (one swizzled NT x 128 tile
-  // per 128-K block, quantised once in the prologue), so the stages carry weights alone.
-  static constexpr int kStage = kWTile + (FUSED ? 0 : NT * kBK);  // multiple of 1024: tile bases stay aligned
-  static constexpr int kCodes = FUSED ? kFp8WgmmaFusedMaxKBlocks * NT * kBK : 0;
-  static constexpr int kScales = (FUSED ? kFp8WgmmaFusedMaxKBlocks : kStages) * NT * 4;
-  static constexpr int kSmem = kStages * kStage + kCodes + kScales + 1024;  // + alignment slack
-};
-
-// Fused act quant: rows [0, NT) x 128-K blocks [kb0, kb0 + nk) of bf16 x -> e4m3 codes in swizzled
-// tiles codes + b * NT * 128 and scales xs[b * NT + row] (0 for rows >= m, whose codes are 0). The
-// same block scale and codes as launch_act_quant_codes (the amax of a block is order-free, the scale a
-// power of two): 16 threads per block row, 8 elements each, four 16-byte loads in flight per thread.
 template <int NT>
-__device__ __forceinline__ void quantise_rows(const Fp8WgmmaDecodeArgs& args, int kb0, int nk, std::uint8_t* codes,
-                                              float* xs) {
-  constexpr int R = 4;
-  const int total = NT * nk * 16, m = static_cast<int>(args.m);
-  const auto* x = static_cast<const std::uint16_t*>(args.xr.base);
-  for (int base = 0; base < total; base += kThreads * R) {
-    uint4 raw[R];
-#pragma unroll
-    for (int i = 0; i < R; ++i) {
-      const int idx = base + i * kThreads + static_cast<int>(threadIdx.x);
-      const int row = idx / (nk * 16), b = (idx / 16) % nk, c = idx % 16;
-      raw[i] = make_uint4(0u, 0u, 0u, 0u);
-      if (idx < total && row < m)
-        raw[i] = *reinterpret_cast<const uint4*>(x + row * args.xr.stride + (kb0 + b) * kBK + c * 8);
-    }
-#pragma unroll
-    for (int i = 0; i < R; ++i) {
-      const int idx = base + i * kThreads + static_cast<int>(threadIdx.x);
-      const int row = idx / (nk * 16), b = (idx / 16) % nk, c = idx % 16;
-      const std::uint32_t words[4] = {raw[i].x, raw[i].y, raw[i].z, raw[i].w};
-      float v[8], amax = 0.0f;
-#pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        v[e] = __uint_as_float((e % 2) ? (words[e / 2] & 0xffff0000u) : (words[e / 2] << 16));
-        amax = fmaxf(amax, fabsf(v[e]));
-      }
-      // idx runs in aligned groups of 16 lanes per (row, block): reduce inside the group.
-#pragma unroll
-      for (int o = 8; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-      if (idx >= total) continue;
-      const float s = fp8_block_scale(amax);
-      std::uint32_t packed[2] = {0u, 0u};
-#pragma unroll
-      for (int e = 0; e < 8; ++e)
-        packed[e / 4] |= static_cast<std::uint32_t>(f32_to_e4m3(fminf(fmaxf(v[e] / s, -kE4M3MaxF), kE4M3MaxF)))
-                         << (8 * (e % 4));
-      *reinterpret_cast<uint2*>(codes + b * NT * kBK + swizzled(row, c / 2) + (c % 2) * 8) =
-          make_uint2(packed[0], packed[1]);
-      if (c == 0) xs[b * NT + row] = row < m ? s : 0.0f;
-    }
-  }
-}
+struct Cfg {
+  // Stages of (64 weight rows + NT token rows) x 128 K: 6 at 8 tokens (5 x 8 KB of weights in flight),
+  // fewer for wider token tiles so that 4 CTAs still fit an SM (228 KB).
+  static constexpr int kStages = NT <= 8 ? 6 : NT <= 16 ? 5 : NT <= 32 ? 4 : 3;
+  static constexpr int kStage = kWTile + NT * kBK;  // multiple of 1024: tile bases stay aligned
+  static constexpr int kScales = kStages * NT * 4;
+  static constexpr int kSmem = kStages * kStage + kScales + 1024;  // + alignment slack
+};
 
 // A4: register 4j + e = (weight row 16 warp + lane / 4 + 8 (e / 2), token 8j + 2 (lane % 4) + e % 2).
 template <int NT>
@@ -152,14 +102,14 @@ __device__ __forceinline__ void store_tile(const Fp8WgmmaDecodeArgs& args, const
 
 // Grid: (N / 64, splits). CTA (x, y) computes weight rows 64x..64x+63 over 128-K blocks
 // [y * per_split, min(kb, (y + 1) * per_split)) for all m <= NT tokens.
-template <int NT, bool FUSED>
+template <int NT>
 __global__ void __launch_bounds__(kThreads) fp8_wgmma_decode_kernel(Fp8WgmmaDecodeArgs args) {
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using C = Cfg<NT, FUSED>;
+  using C = Cfg<NT>;
+  constexpr int kStages = C::kStages;
   extern __shared__ __align__(1024) std::uint8_t smem_in[];
   std::uint8_t* smem = smem_in + ((1024 - smem_u32(smem_in) % 1024) % 1024);
-  std::uint8_t* codes_s = smem + kStages * C::kStage;  // fused: [block][NT x 128] swizzled
-  auto* xs_s = reinterpret_cast<float*>(codes_s + C::kCodes);  // [stage or block][NT]
+  auto* xs_s = reinterpret_cast<float*>(smem + kStages * C::kStage);  // [stage][NT]
 
   const int tid = threadIdx.x, lane = tid % 32;
   const std::int64_t n0 = static_cast<std::int64_t>(blockIdx.x) * kRowsW;
@@ -178,21 +128,19 @@ __global__ void __launch_bounds__(kThreads) fp8_wgmma_decode_kernel(Fp8WgmmaDeco
       const int idx = tid + i * kThreads, r = idx / 8, c = idx % 8;
       cp_async16_zfill(smem_u32(w_dst + swizzled(r, c)), w_bytes + (n0 + r) * args.k + kb * kBK + c * 16, true);
     }
-    if constexpr (!FUSED) {  // fused: the codes are in shared memory already
-      std::uint8_t* x_dst = w_dst + kWTile;
+    std::uint8_t* x_dst = w_dst + kWTile;
 #pragma unroll
-      for (int i = 0; i < (NT * 8 + kThreads - 1) / kThreads; ++i) {
-        const int idx = tid + i * kThreads, r = idx / 8, c = idx % 8;
-        if (idx < NT * 8) {
-          const bool valid = r < m;
-          const std::uint8_t* src = valid ? args.x + r * args.ldx + kb * kBK + c * 16 : args.x;
-          cp_async16_zfill(smem_u32(x_dst + swizzled(r, c)), src, valid);
-        }
+    for (int i = 0; i < (NT * 8 + kThreads - 1) / kThreads; ++i) {
+      const int idx = tid + i * kThreads, r = idx / 8, c = idx % 8;
+      if (idx < NT * 8) {
+        const bool valid = r < m;
+        const std::uint8_t* src = valid ? args.x + r * args.ldx + kb * kBK + c * 16 : args.x;
+        cp_async16_zfill(smem_u32(x_dst + swizzled(r, c)), src, valid);
       }
-      if (tid < NT) {
-        const bool valid = tid < m;
-        cp_async4_zfill(smem_u32(xs_s + stage * NT + tid), valid ? args.xs + kb * args.xs_ld + tid : args.xs, valid);
-      }
+    }
+    if (tid < NT) {
+      const bool valid = tid < m;
+      cp_async4_zfill(smem_u32(xs_s + stage * NT + tid), valid ? args.xs + kb * args.xs_ld + tid : args.xs, valid);
     }
   };
 
@@ -206,9 +154,6 @@ __global__ void __launch_bounds__(kThreads) fp8_wgmma_decode_kernel(Fp8WgmmaDeco
     if (s < nk) load_stage(s, kb0 + s);
     cp_async_commit_group();
   }
-  // Fused: the act quant runs while the first weight stages stream in (the loop's first fence and
-  // barrier publish its shared-memory writes to wgmma).
-  if constexpr (FUSED) quantise_rows<NT>(args, kb0, nk, codes_s, xs_s);
   std::uint32_t ws_raw = nk > 0 ? weight_scale_raw(args.w, ws_row + kb0) : 0u;
   for (int t = 0; t < nk; ++t) {
     cp_async_wait_group<kStages - 2>();  // this thread's copies of stage t have landed
@@ -220,7 +165,7 @@ __global__ void __launch_bounds__(kThreads) fp8_wgmma_decode_kernel(Fp8WgmmaDeco
 
     const int stage = t % kStages;
     const std::uint32_t a_addr = smem_u32(smem + stage * C::kStage);
-    const std::uint32_t b_addr = FUSED ? smem_u32(codes_s + t * NT * kBK) : a_addr + kWTile;
+    const std::uint32_t b_addr = a_addr + kWTile;
     fence_operands(d);
     wgmma_fence();
 #pragma unroll
@@ -231,7 +176,7 @@ __global__ void __launch_bounds__(kThreads) fp8_wgmma_decode_kernel(Fp8WgmmaDeco
 
     // The block's partial, promoted to f32 with (weight block scale x the token's act block scale).
     const float ws = weight_scale_value(args.w, ws_raw);
-    const float* xs = xs_s + (FUSED ? t : stage) * NT;
+    const float* xs = xs_s + stage * NT;
 #pragma unroll
     for (int j = 0; j < NT / 8; ++j)
 #pragma unroll
@@ -246,13 +191,13 @@ __global__ void __launch_bounds__(kThreads) fp8_wgmma_decode_kernel(Fp8WgmmaDeco
 #endif
 }
 
-template <int NT, bool FUSED = false>
+template <int NT>
 void launch_nt(const Fp8WgmmaDecodeArgs& args, int splits, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(args.n / kRowsW), static_cast<unsigned>(splits));
-  constexpr int smem = Cfg<NT, FUSED>::kSmem;
+  constexpr int smem = Cfg<NT>::kSmem;
   // Per call, not cached: the attribute belongs to the current device, and setting it is cheap.
-  cudaFuncSetAttribute(fp8_wgmma_decode_kernel<NT, FUSED>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  fp8_wgmma_decode_kernel<NT, FUSED><<<grid, kThreads, smem, stream>>>(args);
+  cudaFuncSetAttribute(fp8_wgmma_decode_kernel<NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  fp8_wgmma_decode_kernel<NT><<<grid, kThreads, smem, stream>>>(args);
 }
 
 }  // namespace
@@ -273,9 +218,7 @@ void launch_fp8_wgmma_decode(const Fp8WgmmaDecodeArgs& args, int splits, cudaStr
   Fp8WgmmaDecodeArgs a = args;
   const int kb = static_cast<int>(args.k / kBK);
   a.kblocks_per_split = (kb + splits - 1) / splits;
-  if (args.fused) {
-    launch_nt<kFp8WgmmaFusedRows, true>(a, splits, stream);
-  } else if (args.m <= 8) {
+  if (args.m <= 8) {
     launch_nt<8>(a, splits, stream);
   } else if (args.m <= 16) {
     launch_nt<16>(a, splits, stream);

@@ -201,15 +201,9 @@ void launch_fp8_decode(const Fp8DecodeArgs& args, int unroll, cudaStream_t strea
 // K % 128 == 0, contiguous 16-byte aligned weight. `splits` K ranges (fp8_wgmma_decode_splits: from
 // N, K and the SM count, never M); with splits > 1 the kernel writes f32 partials [splits][m][n] and
 // launch_splitk_reduce sums them in split order.
-// fused: up to kFp8WgmmaFusedRows bf16 rows (base 16-byte aligned, stride % 8 == 0) quantised inside
-// the kernel (same codes and scales), when a CTA's K range is <= kFp8WgmmaFusedMaxKBlocks blocks of 128.
 constexpr int kFp8WgmmaMaxRows = 64;
-constexpr int kFp8WgmmaFusedRows = 8;
-constexpr int kFp8WgmmaFusedMaxKBlocks = 32;
 struct Fp8WgmmaDecodeArgs {
-  int fused = 0;
-  DevRows xr;                       // fused: the bf16 rows
-  const std::uint8_t* x = nullptr;  // else: e4m3 codes [m, ldx] (ldx % 16 == 0)
+  const std::uint8_t* x = nullptr;  // e4m3 codes [m, ldx] (ldx % 16 == 0)
   std::int64_t ldx = 0;
   const float* xs = nullptr;  // act scales [(k / 128) * xs_ld + row]
   std::int64_t xs_ld = 0;
