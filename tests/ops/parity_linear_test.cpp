@@ -376,6 +376,12 @@ TEST(CudaParity, Fp8WgmmaDecodeMatchesCpuOnTheDecodeShapes) {
       check_linear(Fmt::kFp8b128, Case{m, n, k}, DType::kBF16, 128, DType::kF32, gpu_fp8_wgmma());
       if (m == 1 || m == 64) check_linear(Fmt::kFp8b128, Case{m, n, k}, DType::kBF16, 128, DType::kBF16, gpu_fp8_wgmma());
     }
+  // V4.1's 32x32 blocks with act block 32 (one partial per 32-K step), up to 32 rows; 33 rows go elsewhere.
+  for (const auto& [n, k] : std::vector<std::pair<std::int64_t, std::int64_t>>{{4096, 5120}, {1536, 1024}, {64, 128}})
+    for (std::int64_t m : {1, 5, 8, 16, 32, 33}) {
+      check_linear(Fmt::kFp8b32, Case{m, n, k}, DType::kBF16, 32, DType::kF32, gpu_fp8_wgmma());
+      if (m == 1) check_linear(Fmt::kFp8b32, Case{m, n, k}, DType::kBF16, 32, DType::kBF16, gpu_fp8_wgmma());
+    }
   // Shapes the kernel does not take (N % 64, act block 64, 65 rows) still match through the other paths.
   for (const Case& c : std::vector<Case>{{5, 100, 1024}, {65, 128, 2048}})
     check_linear(Fmt::kFp8b128, c, DType::kBF16, 128, DType::kF32, gpu_fp8_wgmma());
@@ -392,18 +398,20 @@ TEST(CudaParity, Fp8WgmmaDecodeRowsDoNotDependOnTheBatch) {
     std::int64_t n, k;
     std::vector<std::int64_t> rows;
   };
-  for (const Shape& s : std::vector<Shape>{{4096, 8192, {64, 33, 20}}, {32768, 1024, {32, 17, 9}}}) {
+  for (const Shape& s : std::vector<Shape>{{4096, 8192, {64, 33, 20}}, {32768, 1024, {32, 17, 9}}, {4096, 5120, {32, 9}}}) {
     const std::int64_t n = s.n, k = s.k;
+    const bool v41 = k == 5120;  // V4.1's 32x32 blocks, act block 32
     SCOPED_TRACE(testing::Message() << "N=" << n << " K=" << k);
-    const LinearWeight w = to_gpu(make_weight(Fmt::kFp8b128, n, k, 43), b);
+    const LinearWeight w = to_gpu(make_weight(v41 ? Fmt::kFp8b32 : Fmt::kFp8b128, n, k, 43), b);
+    const LinearOptions opt{v41 ? 32 : 128};
     const Tensor gx = to_gpu(random_tensor({64, k}, 44, 1.0f, DType::kBF16), b);
     for (std::int64_t rows : s.rows) {
       Tensor all = b.empty({rows, n}, DType::kF32);
-      b.linear(gx.narrow(0, 0, rows), w, LinearOptions{128}, all);
+      b.linear(gx.narrow(0, 0, rows), w, opt, all);
       const Tensor all_host = to_host(all, b);
       for (std::int64_t row : {std::int64_t{0}, rows / 2, rows - 1}) {
         Tensor one = b.empty({1, n}, DType::kF32);
-        b.linear(gx.narrow(0, row, 1), w, LinearOptions{128}, one);
+        b.linear(gx.narrow(0, row, 1), w, opt, one);
         const Tensor one_host = to_host(one, b);
         for (std::int64_t j = 0; j < n; ++j)
           ASSERT_EQ(one_host.data<float>()[j], all_host.data<float>()[row * n + j])

@@ -328,11 +328,14 @@ void CudaBackend::gemm_fp8_decode(const DevRows& x, const LinearWeight& w, int a
 // H200 (docs/PERFORMANCE_CUDA_OPS.md, 2026-11-30) against the mma.sync kernels: faster at every decode
 // shape up to 32 rows; at 33..64 rows only for K >= 2048 (at K = 1024 a 64-token CTA reads as many
 // activation bytes from L2 as weight bytes from HBM, and the skinny kernel wins).
+// V4.1's 32x32 blocks (act block 32) take the same kernel with one partial per 32-K step, up to 32 rows.
 bool CudaBackend::fp8_wgmma_eligible(const DevRows& x, const LinearWeight& w, int act_block) const {
   const std::int64_t k = w.in_features(), n = w.out_features();
+  const bool block128 = w.block == 128 && act_block == 128;
+  const bool block32 = w.block == 32 && act_block == 32 && x.rows <= kFp8WgmmaMaxRowsBlock32;
   const bool rows_fit = x.rows <= 32 || (x.rows <= kFp8WgmmaMaxRows && k >= 2048);
   return options_.fp8_wgmma_decode && arch_->wgmma && !options_.batch_invariant && rows_fit &&
-         w.format == WeightFormat::kFp8Block && w.block == 128 && act_block == 128 && k % 128 == 0 && n % 64 == 0 &&
+         w.format == WeightFormat::kFp8Block && (block128 || block32) && k % 128 == 0 && n % 64 == 0 &&
          w.data.is_contiguous() && reinterpret_cast<std::uintptr_t>(w.data.raw_data()) % 16 == 0;
 }
 
@@ -341,10 +344,12 @@ void CudaBackend::gemm_fp8_wgmma(const DevRows& x, const LinearWeight& w, const 
   const int splits = fp8_wgmma_decode_splits(n, k, sm_count_);
   ScratchLayout layout;
   const std::size_t c_off = layout.add(static_cast<std::size_t>(m * k));
-  const std::size_t s_off = layout.add(static_cast<std::size_t>((k / 128) * m) * sizeof(float));
+  const int block = w.block;  // = the act block (fp8_wgmma_eligible)
+  const std::size_t s_off = layout.add(static_cast<std::size_t>((k / block) * m) * sizeof(float));
   const std::size_t p_off = layout.add(splits > 1 ? static_cast<std::size_t>(splits * m * n) * sizeof(float) : 0);
   std::uint8_t* base = scratch(layout.total());
   Fp8WgmmaDecodeArgs args;
+  args.scale_block = block;
   args.x = base + c_off;
   args.ldx = k;
   args.xs = reinterpret_cast<float*>(base + s_off);
@@ -357,7 +362,7 @@ void CudaBackend::gemm_fp8_wgmma(const DevRows& x, const LinearWeight& w, const 
   args.ldo = out.stride;
   args.out_bf16 = out.bf16;
   args.partial = splits > 1 ? reinterpret_cast<float*>(base + p_off) : nullptr;
-  launch_act_quant_codes(x, 128, base + c_off, k, reinterpret_cast<float*>(base + s_off), m, stream_);
+  launch_act_quant_codes(x, block, base + c_off, k, reinterpret_cast<float*>(base + s_off), m, stream_);
   launch_fp8_wgmma_decode(args, splits, stream_);
   DI_CUDA_CHECK_LAUNCH("linear (fp8 wgmma decode)");
   if (splits > 1) {

@@ -8,7 +8,9 @@
 // row / token, filled by cp.async (6 stages deep at 8 tokens, fewer for wider token tiles so that 4
 // CTAs fit an SM: wq_b's 512 CTAs then run in one wave). Per stage: 4 wgmma m64nNTk32 (the first with
 // scale-d = 0, so d holds that block's partial alone), then acc += d · (weight block scale x the
-// token's act block scale) in f32 — the 128-K promotion of DeepSeek's block-scaled FP8 GEMM.
+// token's act block scale) in f32 — the 128-K promotion of DeepSeek's block-scaled FP8 GEMM. V4.1's
+// 32x32 weight blocks with 32-wide act blocks: each of the 4 K steps is its own partial, promoted
+// with its own scales (up to 32 tokens: 4 partial sets of registers).
 // K is split across CTAs (grid.y) by a count from (N, K) and the SM count only, never from M; the
 // split partials are summed in split order by launch_splitk_reduce. The act codes come from
 // launch_act_quant_codes (a variant quantising in the kernel's prologue was measured 2-3x slower at
@@ -67,13 +69,13 @@ constexpr int kBK = 128;       // K per stage: one 128-byte swizzle row of e4m3,
 constexpr int kCtasPerSm = 2;  // split-K target: this many CTAs per SM streaming
 constexpr int kWTile = kRowsW * kBK;  // 8 KB
 
-template <int NT>
+template <int NT, int SB>
 struct Cfg {
   // Stages of (64 weight rows + NT token rows) x 128 K: 6 at 8 tokens (5 x 8 KB of weights in flight),
   // fewer for wider token tiles so that 4 CTAs still fit an SM (228 KB).
   static constexpr int kStages = NT <= 8 ? 6 : NT <= 16 ? 5 : NT <= 32 ? 4 : 3;
   static constexpr int kStage = kWTile + NT * kBK;  // multiple of 1024: tile bases stay aligned
-  static constexpr int kScales = kStages * NT * 4;
+  static constexpr int kScales = kStages * SB * NT * 4;
   static constexpr int kSmem = kStages * kStage + kScales + 1024;  // + alignment slack
 };
 
@@ -101,25 +103,29 @@ __device__ __forceinline__ void store_tile(const Fp8WgmmaDecodeArgs& args, const
 }
 
 // Grid: (N / 64, splits). CTA (x, y) computes weight rows 64x..64x+63 over 128-K blocks
-// [y * per_split, min(kb, (y + 1) * per_split)) for all m <= NT tokens.
-template <int NT>
+// [y * per_split, min(kb, (y + 1) * per_split)) for all m <= NT tokens. SB = scale blocks per 128-K
+// stage: 1 for V4's 128x128 weight blocks and 128-wide act blocks (the 4 wgmma K steps chain into one
+// partial), 4 for V4.1's 32x32 blocks and 32-wide act blocks (one partial per 32-K step, each scaled
+// on its own, added in ascending K).
+template <int NT, int SB>
 __global__ void __launch_bounds__(kThreads) fp8_wgmma_decode_kernel(Fp8WgmmaDecodeArgs args) {
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using C = Cfg<NT>;
+  using C = Cfg<NT, SB>;
   constexpr int kStages = C::kStages;
   extern __shared__ __align__(1024) std::uint8_t smem_in[];
   std::uint8_t* smem = smem_in + ((1024 - smem_u32(smem_in) % 1024) % 1024);
-  auto* xs_s = reinterpret_cast<float*>(smem + kStages * C::kStage);  // [stage][NT]
+  auto* xs_s = reinterpret_cast<float*>(smem + kStages * C::kStage);  // [stage][SB][NT]
 
-  const int tid = threadIdx.x, lane = tid % 32;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const std::int64_t n0 = static_cast<std::int64_t>(blockIdx.x) * kRowsW;
   const int kb_total = static_cast<int>(args.k / kBK);
   const int kb0 = static_cast<int>(blockIdx.y) * args.kblocks_per_split;
   const int nk = min(args.kblocks_per_split, kb_total - kb0);
   const int m = static_cast<int>(args.m);
   const auto* w_bytes = static_cast<const std::uint8_t*>(args.w.data);
-  // 128x128 weight blocks: the CTA's 64 rows share scale row n0 / 128.
-  const std::int64_t ws_row = (n0 / kBK) * args.w.scale_ld;
+  // The weight-scale row: 128x128 blocks: the CTA's 64 rows share row n0 / 128; 32x32 blocks: this
+  // thread's two rows (16 warp + lane / 4, + 8) share row (n0 + 16 warp) / 32.
+  const std::int64_t ws_row = (SB == 1 ? n0 / kBK : (n0 + 16 * warp) / 32) * args.w.scale_ld;
 
   auto load_stage = [&](int stage, int kb) {
     std::uint8_t* w_dst = smem + stage * C::kStage;
@@ -138,15 +144,21 @@ __global__ void __launch_bounds__(kThreads) fp8_wgmma_decode_kernel(Fp8WgmmaDeco
         cp_async16_zfill(smem_u32(x_dst + swizzled(r, c)), src, valid);
       }
     }
-    if (tid < NT) {
-      const bool valid = tid < m;
-      cp_async4_zfill(smem_u32(xs_s + stage * NT + tid), valid ? args.xs + kb * args.xs_ld + tid : args.xs, valid);
+    for (int i = tid; i < SB * NT; i += kThreads) {  // act scales [(k / block) * xs_ld + row]
+      const int sb = i / NT, r = i % NT;
+      const bool valid = r < m;
+      const float* src = valid ? args.xs + static_cast<std::int64_t>(kb * SB + sb) * args.xs_ld + r : args.xs;
+      cp_async4_zfill(smem_u32(xs_s + (stage * SB + sb) * NT + r), src, valid);
     }
   };
 
-  float acc[NT / 2], d[NT / 2];
+  float acc[NT / 2], d[SB][NT / 2];
 #pragma unroll
-  for (int i = 0; i < NT / 2; ++i) acc[i] = 0.0f, d[i] = 0.0f;
+  for (int i = 0; i < NT / 2; ++i) {
+    acc[i] = 0.0f;
+#pragma unroll
+    for (int sb = 0; sb < SB; ++sb) d[sb][i] = 0.0f;
+  }
 
   // One cp.async group per stage, committed even when empty so group t always holds stage t.
 #pragma unroll
@@ -154,34 +166,48 @@ __global__ void __launch_bounds__(kThreads) fp8_wgmma_decode_kernel(Fp8WgmmaDeco
     if (s < nk) load_stage(s, kb0 + s);
     cp_async_commit_group();
   }
-  std::uint32_t ws_raw = nk > 0 ? weight_scale_raw(args.w, ws_row + kb0) : 0u;
+  std::uint32_t ws_raw[SB];
+#pragma unroll
+  for (int sb = 0; sb < SB; ++sb) ws_raw[sb] = nk > 0 ? weight_scale_raw(args.w, ws_row + kb0 * SB + sb) : 0u;
   for (int t = 0; t < nk; ++t) {
     cp_async_wait_group<kStages - 2>();  // this thread's copies of stage t have landed
     fence_proxy_async();                 // ... and are visible to the async proxy (wgmma)
     __syncthreads();                     // everyone's copies; everyone is done with stage t - 1
     if (t + kStages - 1 < nk) load_stage((t + kStages - 1) % kStages, kb0 + t + kStages - 1);
     cp_async_commit_group();
-    const std::uint32_t ws_next = t + 1 < nk ? weight_scale_raw(args.w, ws_row + kb0 + t + 1) : 0u;
+    std::uint32_t ws_next[SB];
+#pragma unroll
+    for (int sb = 0; sb < SB; ++sb)
+      ws_next[sb] = t + 1 < nk ? weight_scale_raw(args.w, ws_row + (kb0 + t + 1) * SB + sb) : 0u;
 
     const int stage = t % kStages;
     const std::uint32_t a_addr = smem_u32(smem + stage * C::kStage);
     const std::uint32_t b_addr = a_addr + kWTile;
-    fence_operands(d);
-    wgmma_fence();
 #pragma unroll
-    for (int s = 0; s < kBK / 32; ++s) wgmma_e4m3(d, smem_desc(a_addr + s * 32), smem_desc(b_addr + s * 32), s);
+    for (int sb = 0; sb < SB; ++sb) fence_operands(d[sb]);
+    wgmma_fence();
+    // K step s: 32 e4m3 = 32 bytes into each 128-byte swizzled row. SB = 1: the steps chain (scale-d
+    // = s); SB = 4: each step starts its own partial (scale-d = 0).
+#pragma unroll
+    for (int s = 0; s < kBK / 32; ++s)
+      wgmma_e4m3(d[SB == 1 ? 0 : s], smem_desc(a_addr + s * 32), smem_desc(b_addr + s * 32), SB == 1 ? s : 0);
     wgmma_commit();
     wgmma_wait_all();
-    fence_operands(d);
+#pragma unroll
+    for (int sb = 0; sb < SB; ++sb) fence_operands(d[sb]);
 
-    // The block's partial, promoted to f32 with (weight block scale x the token's act block scale).
-    const float ws = weight_scale_value(args.w, ws_raw);
-    const float* xs = xs_s + stage * NT;
+    // Each partial, promoted to f32 with (weight block scale x the token's act block scale).
 #pragma unroll
-    for (int j = 0; j < NT / 8; ++j)
+    for (int sb = 0; sb < SB; ++sb) {
+      const float ws = weight_scale_value(args.w, ws_raw[sb]);
+      const float* xs = xs_s + (stage * SB + sb) * NT;
 #pragma unroll
-      for (int e = 0; e < 4; ++e) acc[4 * j + e] += d[4 * j + e] * (ws * xs[8 * j + 2 * (lane % 4) + (e % 2)]);
-    ws_raw = ws_next;
+      for (int j = 0; j < NT / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          acc[4 * j + e] += d[sb][4 * j + e] * (ws * xs[8 * j + 2 * (lane % 4) + (e % 2)]);
+      ws_raw[sb] = ws_next[sb];
+    }
   }
   cp_async_wait_group<0>();
 
@@ -191,13 +217,13 @@ __global__ void __launch_bounds__(kThreads) fp8_wgmma_decode_kernel(Fp8WgmmaDeco
 #endif
 }
 
-template <int NT>
+template <int NT, int SB>
 void launch_nt(const Fp8WgmmaDecodeArgs& args, int splits, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(args.n / kRowsW), static_cast<unsigned>(splits));
-  constexpr int smem = Cfg<NT>::kSmem;
+  constexpr int smem = Cfg<NT, SB>::kSmem;
   // Per call, not cached: the attribute belongs to the current device, and setting it is cheap.
-  cudaFuncSetAttribute(fp8_wgmma_decode_kernel<NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  fp8_wgmma_decode_kernel<NT><<<grid, kThreads, smem, stream>>>(args);
+  cudaFuncSetAttribute(fp8_wgmma_decode_kernel<NT, SB>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  fp8_wgmma_decode_kernel<NT, SB><<<grid, kThreads, smem, stream>>>(args);
 }
 
 }  // namespace
@@ -218,14 +244,22 @@ void launch_fp8_wgmma_decode(const Fp8WgmmaDecodeArgs& args, int splits, cudaStr
   Fp8WgmmaDecodeArgs a = args;
   const int kb = static_cast<int>(args.k / kBK);
   a.kblocks_per_split = (kb + splits - 1) / splits;
-  if (args.m <= 8) {
-    launch_nt<8>(a, splits, stream);
+  if (args.scale_block == 32) {  // V4.1: up to kFp8WgmmaMaxRowsBlock32 rows (4 partials per thread)
+    if (args.m <= 8) {
+      launch_nt<8, 4>(a, splits, stream);
+    } else if (args.m <= 16) {
+      launch_nt<16, 4>(a, splits, stream);
+    } else {
+      launch_nt<32, 4>(a, splits, stream);
+    }
+  } else if (args.m <= 8) {
+    launch_nt<8, 1>(a, splits, stream);
   } else if (args.m <= 16) {
-    launch_nt<16>(a, splits, stream);
+    launch_nt<16, 1>(a, splits, stream);
   } else if (args.m <= 32) {
-    launch_nt<32>(a, splits, stream);
+    launch_nt<32, 1>(a, splits, stream);
   } else {
-    launch_nt<64>(a, splits, stream);
+    launch_nt<64, 1>(a, splits, stream);
   }
 }
 

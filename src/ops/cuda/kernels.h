@@ -201,8 +201,11 @@ void launch_fp8_decode(const Fp8DecodeArgs& args, int unroll, cudaStream_t strea
 // K % 128 == 0, contiguous 16-byte aligned weight. `splits` K ranges (fp8_wgmma_decode_splits: from
 // N, K and the SM count, never M); with splits > 1 the kernel writes f32 partials [splits][m][n] and
 // launch_splitk_reduce sums them in split order.
+// scale_block 32 (V4.1: 32x32 weight blocks, act block 32): up to kFp8WgmmaMaxRowsBlock32 rows.
 constexpr int kFp8WgmmaMaxRows = 64;
+constexpr int kFp8WgmmaMaxRowsBlock32 = 32;
 struct Fp8WgmmaDecodeArgs {
+  int scale_block = 128;            // weight block = act block: 128 (V4) or 32 (V4.1)
   const std::uint8_t* x = nullptr;  // e4m3 codes [m, ldx] (ldx % 16 == 0)
   std::int64_t ldx = 0;
   const float* xs = nullptr;  // act scales [(k / 128) * xs_ld + row]
