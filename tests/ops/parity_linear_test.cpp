@@ -388,6 +388,33 @@ TEST(CudaParity, Fp8WgmmaDecodeMatchesCpuOnTheDecodeShapes) {
   check_linear(Fmt::kFp8b128, Case{4, 256, 1024}, DType::kBF16, 64, DType::kF32, gpu_fp8_wgmma());
 }
 
+TEST(CudaParity, Fp8WgmmaDecodeSplitFixUpGivesTheReduceLaunchsBitsOnEveryCall) {
+  DEEPINFER_REQUIRE_GPU();
+  // K split across CTAs: the last CTA of each tile sums the partials (per-tile counters that every
+  // launch must leave at zero) — the same bits as the separate reduce launch, call after call.
+  static auto reduce = backend_with([](CudaBackendOptions& o) {
+    o.fp8_wgmma_decode = true;
+    o.fp8_wgmma_fixup = false;
+  });
+  Backend& b = gpu_fp8_wgmma();
+  for (const auto& [n, k] : std::vector<std::pair<std::int64_t, std::int64_t>>{{4096, 8192}, {1024, 4096}, {512, 4096}})
+    for (std::int64_t m : {1, 7, 32}) {
+      SCOPED_TRACE(testing::Message() << "N=" << n << " K=" << k << " M=" << m);
+      const LinearWeight w = make_weight(Fmt::kFp8b128, n, k, 57);
+      const Tensor x = random_tensor({m, k}, 58, 1.0f, DType::kBF16);
+      Tensor want = poisoned({m, n}, DType::kF32, *reduce);
+      reduce->linear(to_gpu(x, *reduce), to_gpu(w, *reduce), LinearOptions{128}, want);
+      const std::vector<float> want_v = values(to_host(want, *reduce));
+      const LinearWeight gw = to_gpu(w, b);
+      const Tensor gx = to_gpu(x, b);
+      for (int call = 0; call < 3; ++call) {
+        Tensor got = poisoned({m, n}, DType::kF32, b);
+        b.linear(gx, gw, LinearOptions{128}, got);
+        ASSERT_EQ(values(to_host(got, b)), want_v) << "call " << call;
+      }
+    }
+}
+
 TEST(CudaParity, Fp8WgmmaDecodeRowsDoNotDependOnTheBatch) {
   DEEPINFER_REQUIRE_GPU();
   // The K split comes from (N, K) alone and a column's wgmma result must not depend on the token

@@ -91,6 +91,8 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options) : device_(options.de
   DI_CUBLAS_CHECK(cublasLtCreate(&lt_));
   DI_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&err_), kErrorWords * sizeof(int)));
   DI_CUDA_CHECK(cudaMemsetAsync(err_, 0, kErrorWords * sizeof(int), stream_));
+  DI_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&tile_flags_), kTileFlags * sizeof(int)));
+  DI_CUDA_CHECK(cudaMemsetAsync(tile_flags_, 0, kTileFlags * sizeof(int), stream_));
   cublas_workspace_bytes_ = std::size_t{32} << 20;
   DI_CUDA_CHECK(cudaMalloc(&cublas_workspace_, cublas_workspace_bytes_));
   DI_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -105,6 +107,7 @@ CudaBackend::~CudaBackend() {
   scratch_owner_.reset();  // frees scratch_ (graphs must not outlive their backend)
   cudaFree(cublas_workspace_);
   cudaFree(err_);
+  cudaFree(tile_flags_);
   if (lt_ != nullptr) cublasLtDestroy(lt_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }

@@ -52,6 +52,9 @@ struct CudaBackendOptions {
   // measured faster (CudaBackend::fp8_wgmma_eligible). On by default; DEEPINFER_FP8_WGMMA=0 turns it
   // off. Ignored in batch-invariant mode (above 64 rows other kernels sum in other orders).
   bool fp8_wgmma_decode = true;
+  // Its K-split partials summed by the last CTA of each tile (fp8_wgmma_decode.cu finish_splits)
+  // instead of a separate reduce launch; the same sums in the same order (bit-identical).
+  bool fp8_wgmma_fixup = true;
   // The same fp4 expert GEMM with weights, scales and activations streamed by bulk copies (TMA)
   // through this many shared-memory stages of 512 K (2, 3 or 4; 0 = the register-staged kernel above),
   // where K % 512 == 0 and scale rows are 16-byte aligned. Bit-identical to it for equal K splits;

@@ -218,6 +218,10 @@ struct Fp8WgmmaDecodeArgs {
   std::int64_t ldo = 0;
   int out_bf16 = 0;
   float* partial = nullptr;  // [splits][m][n] f32 when splits > 1
+  // With partial: one zeroed counter per 64-row tile (>= n / 64). The last CTA of a tile to finish sums
+  // the tile's split partials in split order (launch_splitk_reduce's order) and resets its counter, so
+  // no reduce launch follows. Null: the caller runs launch_splitk_reduce.
+  int* tile_flags = nullptr;
   int kblocks_per_split = 0;  // set by launch_fp8_wgmma_decode
 };
 int fp8_wgmma_decode_splits(std::int64_t n, std::int64_t k, int sm_count);
