@@ -92,6 +92,26 @@ TEST(CudaSampling, EveryClusterSplitOfARowPicksTheCpuOpsTokens) {
   }
 }
 
+// The top-p cut (three histogram levels over the order keys, ties at the cut resolved by the
+// lowest ids) and the top-k gathered path, against the CPU op on odd vocabularies, heavy ties,
+// top_p from 1e-6 to the float below 1, tails of zero mass, top-k on both sides of 1024, min-p,
+// penalties and greedy rows in the same batch, on every cluster split.
+TEST(CudaSampling, TopPCutsMatchTheCpuOpOnTiesTinyAndNearOneTopP) {
+  DEEPINFER_REQUIRE_GPU();
+  std::unique_ptr<Backend> cpu = make_cpu_backend();
+  const std::int32_t rows_per_split[] = {1, 12, 33, 70};
+  const std::int32_t vocabs[] = {1, 3, 257, 4097, 20011, 129280};
+  std::uint64_t seed = 7000;
+  for (const std::int32_t rows : rows_per_split) {
+    for (const std::int32_t vocab : vocabs) {
+      if (vocab == 129280 && rows > 12) continue;  // the host reference is slow at this size
+      SamplingBatch b = make_top_p_batch(++seed, vocab, rows, 8);
+      expect_same(b, sample_on(*cpu, b, false), sample_on(gpu(), b, true));
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
 // The ops of a step launched ahead (ids from earlier samples, the pending token joining penalty
 // histories) give the CPU op's results on the device.
 TEST(CudaSampling, EarlierSamplesResolveIdsAndJoinHistoriesAsOnTheCpu) {
@@ -154,13 +174,19 @@ TEST(CudaSampling, EarlierSamplesResolveIdsAndJoinHistoriesAsOnTheCpu) {
 // Time per call at the DeepSeek vocabulary (not a pass/fail check: the numbers go to docs/PERFORMANCE_CUDA_OPS.md).
 TEST(CudaSampling, TimesTheDeviceSamplerAtDeepSeekVocabulary) {
   DEEPINFER_REQUIRE_GPU();
-  // 0: temperature 1 over the full vocabulary; 1: top-k 50 + top-p 0.95; 2: top-p 0.95 alone; 3: greedy.
-  const char* names[] = {"temperature 1 (full vocabulary)", "top_k 50 + top_p 0.95", "top_p 0.95", "greedy"};
-  for (const int mode : {0, 1, 2, 3}) {
+  // 0: temperature 1 over the full vocabulary; 1: top-k 50 + top-p 0.95; 2: top-p 0.95 alone; 3: greedy;
+  // 4: top-p 0.95 alone over a language model's shape of logits (a few ids far above the rest).
+  const char* names[] = {"temperature 1 (full vocabulary)", "top_k 50 + top_p 0.95", "top_p 0.95", "greedy",
+                         "top_p 0.95 (peaked logits)"};
+  for (const int mode : {0, 1, 2, 3, 4}) {
     for (const std::int32_t rows : {1, 8, 32, 128}) {
       SamplingBatch b = make_sampling_batch(5, 129280, rows, 20);
+      if (mode == 4) {
+        std::mt19937_64 rng(11);
+        for (std::int32_t r = 0; r < rows; ++r) fill_logits(rng, 4, b.logits.data() + static_cast<std::size_t>(r) * 129280, 129280);
+      }
       for (SampleRow& row : b.rows) {
-        row = SampleRow{.temperature = mode == 3 ? 0.0f : 1.0f, .top_p = mode == 1 || mode == 2 ? 0.95f : 1.0f,
+        row = SampleRow{.temperature = mode == 3 ? 0.0f : 1.0f, .top_p = mode == 1 || mode == 2 || mode == 4 ? 0.95f : 1.0f,
                         .top_k = mode == 1 ? 50 : -1, .seed_lo = row.seed_lo, .position = row.position};
         row.raw_ban_end = 5;
       }

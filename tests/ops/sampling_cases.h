@@ -42,7 +42,8 @@ struct SamplingBatch {
 };
 
 // `kind` of logits: 0 smooth, 1 bf16-rounded (many ties), 2 a handful of distinct values (heavy
-// ties), 3 peaked with -inf holes.
+// ties), 3 peaked with -inf holes, 4 a language model's shape (a few ids far above a long tail whose
+// nucleus masses truncate to 0, some of the head tied).
 inline void fill_logits(std::mt19937_64& rng, int kind, float* row, std::int32_t vocab) {
   std::normal_distribution<float> normal(0.0f, 3.0f);
   std::uniform_int_distribution<int> small(0, 4);
@@ -59,6 +60,9 @@ inline void fill_logits(std::mt19937_64& rng, int kind, float* row, std::int32_t
     } else if (kind == 3) {
       if (unit(rng) < 0.2f) x = -std::numeric_limits<float>::infinity();
       if (v % 97 == 5) x += 12.0f;
+    } else if (kind == 4) {
+      x = x * 0.7f - 12.0f;
+      if (v % 1009 == 3) x = 28.0f + static_cast<float>(small(rng)) * 0.5f;
     }
     if (unit(rng) < 0.01f) x = -0.0f;  // -0 and +0 must compare equal everywhere
     row[v] = x;
@@ -149,6 +153,30 @@ inline SamplingBatch make_sampling_batch(std::uint64_t seed, std::int32_t vocab,
     b.outputs.push_back(std::move(outputs));
     b.bias.push_back(std::move(bias));
     b.bans.push_back(std::move(bans));
+  }
+  return b;
+}
+
+// A batch aimed at the top-p cut: every logits kind, top_p from tiny to the float just below 1,
+// alone and with top-k (on both sides of the 1024 of the gathered path), min-p and penalties; every
+// fifth row greedy, so sampled and greedy rows share a batch.
+inline SamplingBatch make_top_p_batch(std::uint64_t seed, std::int32_t vocab, std::int32_t num_rows,
+                                      std::int32_t max_top = 8) {
+  SamplingBatch b = make_sampling_batch(seed, vocab, num_rows, max_top);
+  std::mt19937_64 rng(seed * 0xD1B54A32D192ED03ull + 5);
+  const float top_ps[] = {1e-6f, 0.01f, 0.3f, 0.8f, 0.95f, 0.999f, 0.99999994f};
+  for (std::int32_t r = 0; r < num_rows; ++r) {
+    SampleRow& row = b.rows[static_cast<std::size_t>(r)];
+    float* logits = b.logits.data() + static_cast<std::size_t>(r) * vocab;
+    fill_logits(rng, static_cast<int>(rng() % 5), logits, vocab);
+    float& some = logits[rng() % static_cast<std::uint64_t>(vocab)];
+    if (!std::isfinite(some)) some = 1.0f;  // a raw logit row of only -inf has NaN logprobs
+    row.temperature = r % 5 == 4 ? 0.0f : 0.4f + 0.2f * static_cast<float>(rng() % 8);
+    row.top_p = top_ps[rng() % 7];
+    const std::int32_t ks[] = {-1, -1, 20, 1024, 1500};
+    row.top_k = ks[rng() % 5];
+    row.min_p = rng() % 4 == 0 ? 0.02f : 0.0f;
+    row.mask_row = r % 7 == 6 ? row.mask_row : -1;  // masks on some rows only
   }
   return b;
 }

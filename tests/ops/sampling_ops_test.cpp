@@ -104,6 +104,19 @@ TEST(SamplingOp, CpuOpMatchesTheSamplerAtDeepSeekVocabulary) {
   expect_matches_sampler(b, run_cpu_op(b), "full vocab");
 }
 
+// The cases the device's top-p cut must get right (ties at the cut, top_p tiny or just below 1,
+// tails whose masses truncate to 0, greedy rows among sampled ones) hold on the host first.
+TEST(SamplingOp, CpuOpMatchesTheSamplerOnTopPCuts) {
+  const std::int32_t vocabs[] = {1, 3, 257, 4097};
+  for (std::uint64_t seed = 0; seed < 24; ++seed) {
+    SamplingBatch b = make_top_p_batch(seed + 500, vocabs[seed % 4], 15);
+    expect_matches_sampler(b, run_cpu_op(b), "top-p");
+    if (HasFatalFailure()) return;
+  }
+  SamplingBatch b = make_top_p_batch(99, 129280, 5, 20);
+  expect_matches_sampler(b, run_cpu_op(b), "top-p full vocab");
+}
+
 TEST(SamplingOp, SameSeedAndPositionGiveTheSameTokenWhateverTheBatch) {
   SamplingBatch b = make_sampling_batch(7, 300, 9);
   const std::vector<std::int32_t> all = run_cpu_op(b);

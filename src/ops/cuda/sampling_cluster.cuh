@@ -1,7 +1,8 @@
 // Building blocks of the device sampler (sampling_kernels.cu): a logits row split over a
 // thread-block cluster, each block a contiguous slice of the vocabulary; block reductions combined
 // over distributed shared memory in rank order (the same result whatever the split), the n-th
-// matching id, and the MSB-first radix select over float order keys. Included by one .cu only.
+// matching id, the MSB-first radix select over float order keys (8 bits a pass) and the wide
+// histogram select (12 bits a pass, 32 in three). Included by one .cu only.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -24,6 +25,15 @@ constexpr unsigned kFull = 0xffffffffu;
 // top-k up to this many ids: the k survivors are gathered on rank 0, which finishes the row alone
 // (min-p, top-p over the sorted survivors, an exact Gumbel race) without further passes over the row.
 constexpr int kCompact = 1024;
+// The histogram select's bins (its first two levels; the last takes 8 bits), in segments of 256
+// so that a cluster merges 16 segment sums, then the 256 bins of one segment, not all 4096.
+constexpr int kHistBits = 12;
+constexpr int kHistBins = 1 << kHistBits;
+constexpr int kSegBins = 256;
+constexpr int kSegs = kHistBins / kSegBins;
+// Dynamic shared memory: two histograms (a ring, as the radix passes').
+constexpr int kDynamicShared = 2 * kHistBins * static_cast<int>(sizeof(u64));
+extern __shared__ u64 row_cluster_hist[];
 
 struct Shared {
   // Per-warp partials of a block reduction, then the block's value in a ring of two cluster
@@ -48,6 +58,11 @@ struct Shared {
   int cand_cut;
   int sel_digit;
   u64 sel_above;
+  u64 seg[2][kSegs];  // this block's segment sums of the histogram select (ring of two)
+  u64 seg_total[kSegs];
+  int sel_seg;
+  u64 sel_seg_above;
+  u64 sel_total;
   double lse;
 };
 
@@ -58,7 +73,8 @@ struct Ctx {
   unsigned size;
   int begin;
   int end;
-  int phase;  // cluster reductions so far (every thread of the cluster runs the same sequence)
+  int phase;       // cluster reductions so far (every thread of the cluster runs the same sequence)
+  int hist_phase;  // histogram selects so far
 };
 
 __device__ __forceinline__ float key_value(std::uint32_t key) {
@@ -113,6 +129,38 @@ __device__ inline float cluster_fmax(float x, Shared& sh, Ctx& c) {
   float m = -INFINITY;
   for (unsigned r = 0; r < c.size; ++r) m = fmaxf(m, static_cast<float>(*remote(c, &sh.slot_d[s], r)));
   return m;
+}
+
+// cluster_sum and cluster_fmax behind one cluster barrier.
+__device__ inline void cluster_sum_fmax(u64 x, float m, u64& sum, float& max_value, Shared& sh, Ctx& c) {
+  for (int o = 16; o > 0; o >>= 1) {
+    x += __shfl_xor_sync(kFull, x, o);
+    m = fmaxf(m, __shfl_xor_sync(kFull, m, o));
+  }
+  __syncthreads();
+  if (threadIdx.x % 32 == 0) {
+    sh.red_u[threadIdx.x / 32] = x;
+    sh.red_d[threadIdx.x / 32] = m;
+  }
+  __syncthreads();
+  const int s = c.phase++ & 1;
+  if (threadIdx.x == 0) {
+    u64 t = 0;
+    float mm = -INFINITY;
+    for (int i = 0; i < kWarps; ++i) {
+      t += sh.red_u[i];
+      mm = fmaxf(mm, static_cast<float>(sh.red_d[i]));
+    }
+    sh.slot_u[s] = t;
+    sh.slot_d[s] = mm;
+  }
+  c.cluster.sync();
+  sum = 0;
+  max_value = -INFINITY;
+  for (unsigned r = 0; r < c.size; ++r) {
+    sum += *remote(c, &sh.slot_u[s], r);
+    max_value = fmaxf(max_value, static_cast<float>(*remote(c, &sh.slot_d[s], r)));
+  }
 }
 
 // Best (score, id): higher score, then lower id; id < 0 is empty.
@@ -224,6 +272,19 @@ __device__ inline int nth_match(long long n, Pred pred, Shared& sh, Ctx& c) {
   return *remote(c, &sh.found[fs], 0);
 }
 
+// The walks over 256 bins from the top: lane l of warp 0 takes bins 255 - 8l down to 248 - 8l and
+// starts from the sum of the bins above its range (an exclusive scan over the lanes).
+__device__ inline u64 lane_bins_above(const u64* bins, int lane) {
+  u64 local = 0;
+  for (int j = 0; j < 8; ++j) local += bins[255 - 8 * lane - j];
+  u64 incl = local;
+  for (int o = 1; o < 32; o <<= 1) {
+    const u64 y = __shfl_up_sync(kFull, incl, o);
+    if (lane >= o) incl += y;
+  }
+  return incl - local;
+}
+
 // MSB-first radix select over the 32-bit order keys of the ids with in(v): the largest key K
 // such that reached(weight of ids with key >= K). `above` gets the weight of the keys > K.
 // kUnit: every weight is 1 (a count), so a group's sum is its population.
@@ -274,14 +335,7 @@ __device__ std::uint32_t radix_select(In in, Key key, Weight weight, Reached rea
       // The first digit from the top (255 down to 1; else 0) whose bin completes the target, as
       // a sequential walk finds it: lane l walks digits 255 - 8l down to 248 - 8l, starting from
       // the exact sum of the bins above its range; the lowest lane with a hit has the answer.
-      u64 local = 0;
-      for (int j = 0; j < 8; ++j) local += sh.total[255 - 8 * lane - j];
-      u64 incl = local;
-      for (int o = 1; o < 32; o <<= 1) {
-        const u64 y = __shfl_up_sync(kFull, incl, o);
-        if (lane >= o) incl += y;
-      }
-      u64 cum = above + (incl - local);
+      u64 cum = above + lane_bins_above(sh.total, lane);
       int hit = -1;
       u64 hit_cum = 0;
       for (int j = 0; j < 8; ++j) {
@@ -305,6 +359,122 @@ __device__ std::uint32_t radix_select(In in, Key key, Weight weight, Reached rea
     __syncthreads();  // sel_* are rewritten by the next pass
   }
   return prefix;
+}
+
+// The result of a histogram select: the key bits known so far (top-aligned), the weight of the ids
+// ranked above the picked bin (the incoming `above` included), the picked bin's weight, and the
+// incoming `above` plus the weight of every id with the incoming prefix (the level's total).
+struct HistPick {
+  bool found;
+  std::uint32_t prefix;
+  u64 above;
+  u64 bin;
+  u64 total;
+};
+
+// One level of a select over order keys: among the ids with in(v) whose key starts with the `known`
+// top bits of `prefix`, the weights histogrammed by the next `bits` key bits (8 or 12); the pick is
+// the first bin from the top with weight > 0 and reached(above + weights of the bins down to it,
+// level total) — where a sequential walk over the ids ranked best first (reached being monotone in
+// its first argument) first reaches the target. found is false when no bin does (then nothing is
+// picked). Each block fills its own histogram (shared atomics; integer sums, any order) and its
+// segment sums; the cluster merges the 16 segment sums, then the 256 bins of the picked segment.
+template <typename In, typename Key, typename Weight, typename Reached>
+__device__ HistPick hist_select(In in, Key key, Weight weight, Reached reached, std::uint32_t prefix, int known,
+                                int bits, u64 above, Shared& sh, Ctx& c) {
+  const int h = c.hist_phase++ & 1;
+  u64* hist = row_cluster_hist + h * kHistBins;
+  const int bins = 1 << bits;
+  const int segs = bins / kSegBins;
+  for (int i = threadIdx.x; i < bins; i += kThreads) hist[i] = 0;
+  __syncthreads();
+  const int shift = 32 - known - bits;
+  const std::uint32_t high = known == 0 ? 0u : (0xFFFFFFFFu << (32 - known));
+  for (int v = c.begin + static_cast<int>(threadIdx.x); v < c.end; v += kThreads) {
+    if (!in(v)) continue;
+    const std::uint32_t k = key(v);
+    if ((k & high) != (prefix & high)) continue;
+    const u64 x = weight(v);
+    if (x != 0) atomicAdd(&hist[(k >> shift) & static_cast<std::uint32_t>(bins - 1)], x);
+  }
+  __syncthreads();
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (warp < segs) {
+    u64 s = 0;
+    for (int i = lane; i < kSegBins; i += 32) s += hist[warp * kSegBins + i];
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(kFull, s, o);
+    if (lane == 0) sh.seg[h][warp] = s;
+  }
+  c.cluster.sync();  // every block's histogram and segment sums are complete
+  if (static_cast<int>(threadIdx.x) < segs) {
+    u64 t = 0;
+    for (unsigned r = 0; r < c.size; ++r) t += remote(c, sh.seg[h], r)[threadIdx.x];
+    sh.seg_total[threadIdx.x] = t;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    u64 total = above;
+    for (int s = 0; s < segs; ++s) total += sh.seg_total[s];
+    u64 cum = above;
+    int pick = -1;
+    for (int s = segs - 1; s >= 0; --s) {
+      // A segment holds the first reaching bin iff its last cumulative sum reaches (monotone).
+      if (sh.seg_total[s] > 0 && reached(cum + sh.seg_total[s], total)) {
+        pick = s;
+        break;
+      }
+      cum += sh.seg_total[s];
+    }
+    sh.sel_seg = pick;
+    sh.sel_seg_above = cum;
+    sh.sel_total = total;
+  }
+  __syncthreads();
+  const int seg = sh.sel_seg;
+  HistPick out{false, prefix, above, 0, sh.sel_total};
+  if (seg < 0) {
+    __syncthreads();  // sel_* are rewritten by the next select
+    return out;
+  }
+  if (threadIdx.x < kSegBins) {
+    u64 t = 0;
+    for (unsigned r = 0; r < c.size; ++r) t += remote(c, hist, r)[seg * kSegBins + static_cast<int>(threadIdx.x)];
+    sh.total[threadIdx.x] = t;
+  }
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    // As radix_select's walk: lane l takes bins 255 - 8l down to 248 - 8l from the exact sum of the
+    // bins above its range; the lowest lane with a hit has the first reaching bin.
+    const u64 total = sh.sel_total;
+    u64 cum = sh.sel_seg_above + lane_bins_above(sh.total, lane);
+    int hit = -1;
+    u64 hit_cum = 0;
+    for (int j = 0; j < 8; ++j) {
+      const int d = 255 - 8 * lane - j;
+      if (sh.total[d] > 0 && reached(cum + sh.total[d], total)) {
+        hit = d;
+        hit_cum = cum;
+        break;
+      }
+      cum += sh.total[d];
+    }
+    const unsigned hits = __ballot_sync(kFull, hit >= 0);
+    if (hits == 0 && lane == 0) sh.sel_digit = -1;
+    if (hits != 0 && lane == __ffs(hits) - 1) {
+      sh.sel_digit = hit;
+      sh.sel_above = hit_cum;
+    }
+  }
+  __syncthreads();
+  const int d = sh.sel_digit;
+  if (d >= 0) {
+    out.found = true;
+    out.prefix = prefix | (static_cast<std::uint32_t>(seg * kSegBins + d) << shift);
+    out.above = sh.sel_above;
+    out.bin = sh.total[d];
+  }
+  __syncthreads();  // sel_* and total are rewritten by the next select
+  return out;
 }
 
 }  // namespace deepinfer::ops::cuda::row_cluster

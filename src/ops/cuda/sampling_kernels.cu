@@ -2,10 +2,12 @@
 // of the vocabulary, reductions combined over distributed shared memory in rank order) makes
 // engine::Sampler's whole decision (raw bans, logprob statistics, mask, bias, bans, penalties,
 // temperature, top-k / min-p / top-p, Philox-seeded Gumbel-max) with the arithmetic of
-// ops/sampling_math.h, so it picks the same token bit for bit. Filters are radix selects over
-// order keys (counts for top-k, fixed-point masses for top-p) instead of sorts; the Gumbel race
-// skips tokens whose noise bound cannot win. Small batches use large clusters (up to 16 blocks a
-// row): a row walked by one block is latency-bound (~40 us per pass over 129,280 ids).
+// ops/sampling_math.h, so it picks the same token bit for bit. Filters are selects over order keys
+// instead of sorts: top-p's cut by three histogram levels of fixed-point masses (12 + 12 + 8 key
+// bits; exp once per id), top-k <= 1024 by one level of counts and a sort of the gathered top bins
+// on one block (radix passes when ties overflow it). The Gumbel race takes its floor from each
+// thread's best logit and skips tokens whose noise bound cannot win. Small batches use large
+// clusters (up to 16 blocks a row): a row walked by one block is latency-bound.
 #include <cuda_runtime.h>
 
 #include <climits>
@@ -151,26 +153,22 @@ __device__ void apply_processors(float* w, int vocab, const SampleRow& p, const 
   __syncthreads();
 }
 
-// Gumbel-max over the ids with cand(v): pass 1 takes the best lower bound of any score, pass 2
-// computes exact scores only where the upper bound reaches it. 4 consecutive ids per thread share
+// Gumbel-max over the ids with cand(v). The floor is the best lower bound of the scores of the
+// hint ids that are candidates (each thread's best scaled logit: the row's best is among them and
+// survives every filter), so a token whose upper bound stays below it can neither win nor tie;
+// one pass then computes exact scores only where the upper bound reaches the floor. Any floor at
+// or below the best candidate's score gives the same argmax. 4 consecutive ids per thread share
 // one Philox block.
 template <typename Cand>
-__device__ int gumbel_race(const float* w, const SampleRow& p, Cand cand, Shared& sh, Ctx& c) {
+__device__ int gumbel_race(const float* w, const SampleRow& p, Cand cand, int hint, Shared& sh, Ctx& c) {
   const std::uint64_t seed = (static_cast<std::uint64_t>(p.seed_hi) << 32) | p.seed_lo;
   double floor_local = -INFINITY;
-  for (int v0 = c.begin + 4 * static_cast<int>(threadIdx.x); v0 < c.end; v0 += 4 * kThreads) {
-    bool any = false;
-    for (int j = 0; j < 4 && v0 + j < c.end; ++j) any = any || cand(v0 + j);
-    if (!any) continue;
-    const sm::Philox4 bits = sm::token_noise_block(seed, p.position, static_cast<std::uint32_t>(v0) >> 2);
-    for (int j = 0; j < 4 && v0 + j < c.end; ++j) {
-      if (!cand(v0 + j)) continue;
-      const double lo = sm::dadd(static_cast<double>(w[v0 + j]), g_bucket_lo[bits.v[j] >> kBucketShift]);
-      floor_local = fmax(floor_local, lo);
-    }
+  if (hint >= 0 && cand(hint)) {
+    const sm::Philox4 bits = sm::token_noise_block(seed, p.position, static_cast<std::uint32_t>(hint) >> 2);
+    floor_local = sm::dadd(static_cast<double>(w[hint]), g_bucket_lo[bits.v[hint & 3] >> kBucketShift]);
   }
   double floor_value = 0.0;
-  cluster_best(floor_local, floor_local > -INFINITY ? 0 : -1, sh, c, &floor_value);
+  if (cluster_best(floor_local, floor_local > -INFINITY ? 0 : -1, sh, c, &floor_value) < 0) floor_value = -INFINITY;
   double best_score = -INFINITY;
   int best = -1;
   for (int v0 = c.begin + 4 * static_cast<int>(threadIdx.x); v0 < c.end; v0 += 4 * kThreads) {
@@ -196,14 +194,15 @@ __device__ int gumbel_race(const float* w, const SampleRow& p, Cand cand, Shared
   return cluster_best(best_score, best, sh, c);
 }
 
-// Rank 0 alone, over the n top-k survivors in sh.cand: min-p, top-p and the race, with the same
-// decisions as the passes over the row. Sorted best first (key desc, id asc), min-p drops a suffix,
-// and the top-p cut is the first prefix whose mass reaches the target (the radix select and tie rule
-// pick exactly that prefix); the race computes every survivor's exact score.
-__device__ int finish_compact(const float* w, const SampleRow& p, int n, float max_value, Shared& sh) {
+// Rank 0 alone, over the `present` ids gathered in sh.cand (the top-k survivors and maybe some ids
+// ranked below them): sorted best first (key desc, id asc), the first n are top-k's survivors; then
+// min-p, top-p and the race, with the same decisions as the passes over the row. min-p drops a
+// suffix, and the top-p cut is the first prefix whose mass reaches the target (the radix select and
+// tie rule pick exactly that prefix); the race computes every survivor's exact score.
+__device__ int finish_compact(const float* w, const SampleRow& p, int present, int n, float max_value, Shared& sh) {
   int size = 1;
-  while (size < n) size <<= 1;
-  for (int i = n + static_cast<int>(threadIdx.x); i < size; i += kThreads) sh.cand[i] = 0;  // sorts last
+  while (size < present) size <<= 1;
+  for (int i = present + static_cast<int>(threadIdx.x); i < size; i += kThreads) sh.cand[i] = 0;  // sorts last
   __syncthreads();
   for (int k = 2; k <= size; k <<= 1) {  // bitonic sort, descending
     for (int j = k >> 1; j > 0; j >>= 1) {
@@ -286,44 +285,108 @@ __device__ int finish_compact(const float* w, const SampleRow& p, int n, float m
   return best;
 }
 
+// Every id of this block's slice with pred(v) joins rank 0's list as (order key << 32 | ~id).
+template <typename Pred, typename Key>
+__device__ void gather_on_rank0(Pred pred, Key key, Shared& sh, Ctx& c) {
+  int* count0 = remote(c, &sh.cand_count, 0);
+  u64* cand0 = remote(c, sh.cand, 0);
+  for (int v = c.begin + static_cast<int>(threadIdx.x); v < c.end; v += kThreads) {
+    if (pred(v)) cand0[atomicAdd(count0, 1)] = (static_cast<u64>(key(v)) << 32) | static_cast<u64>(~static_cast<std::uint32_t>(v));
+  }
+  c.cluster.sync();
+}
+
+// A cut of the ranking (key desc, id asc): the ids with a key above `key`, and those equal to it
+// with ids up to `id`.
+struct RankCut {
+  std::uint32_t key = 0;
+  int id = INT_MAX;
+};
+
+// The top-p cut over the ids with kept(v) (Sampler::nucleus: the shortest prefix of the ranking
+// whose fixed-point mass reaches top_p of the kept ids' total), by three histogram levels of 12, 12
+// and 8 key bits weighted by the masses — exp is evaluated for every kept id once, and only for the
+// ids of the picked bin after that. Every id with the final key has the same mass, so the number of
+// them that completes the target follows from the bin's weight; the lowest ids of those are taken
+// (nth_match only when not all of them are). False when no prefix reaches the target (keep all).
+template <typename Kept, typename Key>
+__device__ bool nucleus_cut(Kept kept, Key key, const float* w, float max_value, float top_p, RankCut& cut, Shared& sh,
+                            Ctx& c) {
+  // exp(d) · 2^44 < 1 for d < -31 (e^-31 < 2^-44 by far more than exp's error): mass 0 without exp.
+  const auto mass = [&](int v) {
+    const double d = sm::dsub(static_cast<double>(w[v]), static_cast<double>(max_value));
+    return d < -31.0 ? 0ull : static_cast<u64>(sm::nucleus_mass(w[v], max_value));
+  };
+  const HistPick l1 = hist_select(
+      kept, key, mass, [&](u64 cum, u64 all) { return sm::nucleus_reached(cum, all, top_p); }, 0u, 0, kHistBits, 0, sh, c);
+  if (!l1.found) return false;
+  const u64 total = l1.total;
+  const auto reached = [&](u64 cum, u64) { return sm::nucleus_reached(cum, total, top_p); };
+  // The picked bin holds the cut and reaches the target: so do the levels below it.
+  const HistPick l2 = hist_select(kept, key, mass, reached, l1.prefix, kHistBits, kHistBits, l1.above, sh, c);
+  if (!l2.found) return false;
+  const HistPick l3 = hist_select(kept, key, mass, reached, l2.prefix, 2 * kHistBits, 32 - 2 * kHistBits, l2.above, sh, c);
+  if (!l3.found) return false;
+  cut.key = l3.prefix;
+  const u64 q = static_cast<u64>(sm::nucleus_mass(key_value(cut.key), max_value));
+  const u64 ties = q > 0 ? l3.bin / q : 1;  // the picked bin has weight > 0, so q > 0
+  u64 lo = 1, hi = ties;
+  while (lo < hi) {
+    const u64 mid = lo + (hi - lo) / 2;
+    if (reached(l3.above + mid * q, 0)) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  cut.id = INT_MAX;
+  if (lo < ties) {
+    const std::uint32_t k = cut.key;
+    cut.id = nth_match(static_cast<long long>(lo), [&](int v) { return kept(v) && key(v) == k; }, sh, c);
+  }
+  return true;
+}
+
 // top-k, min-p and top-p over the finite scaled logits, then the race (Sampler::filter's rules).
-__device__ int filtered_draw(const float* w, const SampleRow& p, Shared& sh, Ctx& c) {
+// count / mx / hint: this thread's finite ids, their max and its id (from the temperature pass).
+__device__ int filtered_draw(const float* w, const SampleRow& p, u64 count, float mx, int hint, Shared& sh, Ctx& c) {
   const auto finite = [&](int v) { return sm::is_finite(w[v]); };
   const auto key = [&](int v) { return sm::order_key(w[v]); };
   if (c.rank == 0 && threadIdx.x == 0) sh.cand_count = 0;  // ordered before use by the reductions below
-  u64 count = 0;
-  float mx = -INFINITY;
-  for (int v = c.begin + static_cast<int>(threadIdx.x); v < c.end; v += kThreads) {
-    if (finite(v)) {
-      ++count;
-      mx = fmaxf(mx, w[v]);
-    }
-  }
-  const u64 num_finite = cluster_sum(count, sh, c);
+  u64 num_finite = 0;
+  float max_value = -INFINITY;
+  cluster_sum_fmax(count, mx, num_finite, max_value, sh, c);
   if (num_finite == 0) return -1;
-  const float max_value = cluster_fmax(mx, sh, c);
   // top-k: keys above the k-th, plus the lowest ids equal to it.
-  std::uint32_t k_key = 0;
-  int k_cut = INT_MAX;
+  RankCut k_cut;
   const bool top_k = p.top_k > 0 && static_cast<u64>(p.top_k) < num_finite;
   if (top_k) {
-    u64 above = 0;
     const u64 k = static_cast<u64>(p.top_k);
-    k_key = radix_select<true>(finite, key, [](int) { return 1ull; }, [&](u64 x) { return x >= k; }, above, sh, c);
-    k_cut = nth_match(static_cast<long long>(k - above), [&](int v) { return finite(v) && key(v) == k_key; }, sh, c);
     if (p.top_k <= kCompact) {
-      // Gather the k survivors on rank 0 and finish there.
-      int* count0 = remote(c, &sh.cand_count, 0);
-      u64* cand0 = remote(c, sh.cand, 0);
-      for (int v = c.begin + static_cast<int>(threadIdx.x); v < c.end; v += kThreads) {
-        if (!finite(v)) continue;
-        const std::uint32_t kv = key(v);
-        if (kv > k_key || (kv == k_key && v <= k_cut)) {
-          cand0[atomicAdd(count0, 1)] = (static_cast<u64>(kv) << 32) | static_cast<u64>(~static_cast<std::uint32_t>(v));
-        }
+      // The bin of the k-th key by one histogram level over counts: if the ids from that bin up fit,
+      // rank 0 gets them all and sorts them (the first k are the survivors).
+      const HistPick pick = hist_select(finite, key, [](int) { return 1ull; }, [&](u64 cum, u64) { return cum >= k; },
+                                        0u, 0, kHistBits, 0, sh, c);
+      if (pick.found && pick.above + pick.bin <= static_cast<u64>(kCompact)) {
+        gather_on_rank0([&](int v) { return finite(v) && key(v) >= pick.prefix; }, key, sh, c);
+        const int token =
+            c.rank == 0 ? finish_compact(w, p, min(sh.cand_count, kCompact), p.top_k, max_value, sh) : -1;
+        return cluster_broadcast(token, sh, c);
       }
-      c.cluster.sync();
-      const int token = c.rank == 0 ? finish_compact(w, p, min(sh.cand_count, kCompact), max_value, sh) : -1;
+    }
+    u64 above = 0;
+    k_cut.key = radix_select<true>(finite, key, [](int) { return 1ull; }, [&](u64 x) { return x >= k; }, above, sh, c);
+    const std::uint32_t kk = k_cut.key;
+    k_cut.id = nth_match(static_cast<long long>(k - above), [&](int v) { return finite(v) && key(v) == kk; }, sh, c);
+    if (p.top_k <= kCompact) {  // ties at the k-th key filled the bin: gather exactly the k survivors
+      const auto survives = [&](int v) {
+        if (!finite(v)) return false;
+        const std::uint32_t kv = key(v);
+        return kv > k_cut.key || (kv == k_cut.key && v <= k_cut.id);
+      };
+      gather_on_rank0(survives, key, sh, c);
+      const int n = c.rank == 0 ? min(sh.cand_count, kCompact) : 0;
+      const int token = c.rank == 0 ? finish_compact(w, p, n, n, max_value, sh) : -1;
       return cluster_broadcast(token, sh, c);
     }
   }
@@ -333,50 +396,29 @@ __device__ int filtered_draw(const float* w, const SampleRow& p, Shared& sh, Ctx
     if (!finite(v)) return false;
     if (top_k) {
       const std::uint32_t kv = key(v);
-      if (kv < k_key || (kv == k_key && v > k_cut)) return false;
+      if (kv < k_cut.key || (kv == k_cut.key && v > k_cut.id)) return false;
     }
     return !min_p || static_cast<double>(w[v]) >= threshold;
   };
-  std::uint32_t p_key = 0;
-  int p_cut = INT_MAX;
-  bool top_p = false;
-  if (p.top_p < 1.0f) {
-    u64 kept_count = 0;
-    for (int v = c.begin + static_cast<int>(threadIdx.x); v < c.end; v += kThreads) kept_count += kept(v) ? 1 : 0;
-    top_p = cluster_sum(kept_count, sh, c) > 1;
-  }
-  if (top_p) {
-    const auto mass = [&](int v) { return static_cast<u64>(sm::nucleus_mass(w[v], max_value)); };
-    u64 z = 0;
-    for (int v = c.begin + static_cast<int>(threadIdx.x); v < c.end; v += kThreads) z += kept(v) ? mass(v) : 0;
-    const u64 total = cluster_sum(z, sh, c);
-    const auto reached = [&](u64 cum) { return sm::nucleus_reached(cum, total, p.top_p); };
-    u64 above = 0;
-    p_key = radix_select<false>(kept, key, mass, reached, above, sh, c);
-    // Every id with key p_key has the same mass: the smallest count j of them that completes it.
-    const u64 q = static_cast<u64>(sm::nucleus_mass(key_value(p_key), max_value));
-    u64 ties = 0;
-    for (int v = c.begin + static_cast<int>(threadIdx.x); v < c.end; v += kThreads)
-      ties += kept(v) && key(v) == p_key ? 1 : 0;
-    ties = cluster_sum(ties, sh, c);
-    u64 lo = 1, hi = ties;
-    while (lo < hi) {
-      const u64 mid = lo + (hi - lo) / 2;
-      if (reached(above + mid * q)) {
-        hi = mid;
-      } else {
-        lo = mid + 1;
-      }
-    }
-    p_cut = nth_match(static_cast<long long>(lo), [&](int v) { return kept(v) && key(v) == p_key; }, sh, c);
-  }
+  RankCut p_cut;
+  const bool top_p = p.top_p < 1.0f && nucleus_cut(kept, key, w, max_value, p.top_p, p_cut, sh, c);
   const auto cand = [&](int v) {
     if (!kept(v)) return false;
     if (!top_p) return true;
     const std::uint32_t kv = key(v);
-    return kv > p_key || (kv == p_key && v <= p_cut);
+    return kv > p_cut.key || (kv == p_cut.key && v <= p_cut.id);
   };
-  return gumbel_race(w, p, cand, sh, c);
+  return gumbel_race(w, p, cand, hint, sh, c);
+}
+
+// The raw logits with the raw bans into this block's slice of w.
+__device__ void load_raw(const SampleLaunch& a, const SampleRow& p, const float* logits, float* w, const Ctx& c) {
+  const SampleEntry* e = a.entries;
+  for (int v = c.begin + static_cast<int>(threadIdx.x); v < c.end; v += kThreads) w[v] = logits[v];
+  __syncthreads();
+  for (int i = max(p.raw_ban_begin, 0) + threadIdx.x; i < min(p.raw_ban_end, a.num_entries); i += kThreads)
+    if (valid_id(e[i].id, a.vocab) && mine(e[i].id, c)) w[e[i].id] = -INFINITY;
+  __syncthreads();
 }
 
 // The sampled token of one row (every block of the cluster gets it); rank 0 also has the raw
@@ -384,37 +426,47 @@ __device__ int filtered_draw(const float* w, const SampleRow& p, Shared& sh, Ctx
 __device__ int decide_row(const SampleLaunch& a, const SampleRow& p, const float* logits, float* w, double* chunk_sums,
                           Shared& sh, Ctx& c) {
   const int vocab = a.vocab;
-  const SampleEntry* e = a.entries;
-  // Raw logits with the raw bans.
-  for (int v = c.begin + static_cast<int>(threadIdx.x); v < c.end; v += kThreads) w[v] = logits[v];
-  __syncthreads();
-  for (int i = max(p.raw_ban_begin, 0) + threadIdx.x; i < min(p.raw_ban_end, a.num_entries); i += kThreads)
-    if (valid_id(e[i].id, vocab) && mine(e[i].id, c)) w[e[i].id] = -INFINITY;
-  __syncthreads();
-  const int raw_best = cluster_argmax(w, sh, c);
+  load_raw(a, p, logits, w, c);
   if (p.num_top_logprobs >= 0) raw_statistics(w, vocab, chunk_sums, p, sh, c);
   const std::uint32_t* mask = nullptr;
   if (p.mask_row >= 0 && p.mask_row < a.num_masks) mask = a.masks + static_cast<std::int64_t>(p.mask_row) * ((vocab + 31) / 32);
-  apply_processors(w, vocab, p, e, a.num_entries, mask, c);
+  apply_processors(w, vocab, p, a.entries, a.num_entries, mask, c);
   int token = -1;
   if (p.temperature == 0.0f) {
     token = cluster_argmax(w, sh, c);
   } else {
-    for (int v = c.begin + static_cast<int>(threadIdx.x); v < c.end; v += kThreads) w[v] = sm::fdiv(w[v], p.temperature);
+    // Temperature, and in the same pass this thread's finite count, max and the id of its max.
+    u64 count = 0;
+    float mx = -INFINITY;
+    int hint = -1;
+    for (int v = c.begin + static_cast<int>(threadIdx.x); v < c.end; v += kThreads) {
+      const float x = sm::fdiv(w[v], p.temperature);
+      w[v] = x;
+      if (sm::is_finite(x)) {
+        ++count;
+        if (x > mx) {
+          mx = x;
+          hint = v;
+        }
+      }
+    }
     __syncthreads();
     const bool filtered = (p.top_k > 0 && p.top_k < vocab) || p.min_p > 0.0f || p.top_p < 1.0f;
     if (filtered) {
-      token = filtered_draw(w, p, sh, c);
+      token = filtered_draw(w, p, count, mx, hint, sh, c);
     } else {
-      token = gumbel_race(w, p, [&](int v) { return sm::is_finite(w[v]); }, sh, c);
+      token = gumbel_race(w, p, [&](int v) { return sm::is_finite(w[v]); }, hint, sh, c);
     }
   }
-  return token < 0 ? max(raw_best, 0) : token;  // every logit masked or NaN: the raw best
+  if (token >= 0) return token;
+  // Every logit masked or NaN (token is the same on every block): the raw best, else 0.
+  load_raw(a, p, logits, w, c);
+  return max(cluster_argmax(w, sh, c), 0);
 }
 
 __global__ void __launch_bounds__(kThreads, 1) sample_kernel(SampleLaunch a) {
   __shared__ Shared sh;
-  Ctx c{cg::this_cluster(), 0, 1, 0, 0, 0};
+  Ctx c{cg::this_cluster(), 0, 1, 0, 0, 0, 0};
   c.rank = c.cluster.block_rank();
   c.size = c.cluster.num_blocks();
   const int r = static_cast<int>(blockIdx.x / c.size);
@@ -494,6 +546,7 @@ bool can_run_sixteen() {
   attr.val.clusterDim.z = 1;
   config.attrs = &attr;
   config.numAttrs = 1;
+  config.dynamicSmemBytes = kDynamicShared;
   int clusters = 0;
   if (cudaOccupancyMaxActiveClusters(&clusters, sample_kernel, &config) != cudaSuccess) {
     cudaGetLastError();
@@ -538,7 +591,7 @@ std::int64_t sample_chunks_per_row(int vocab) { return (vocab + sm::kLseChunk - 
 void launch_sample_tokens(const SampleLaunch& args, cudaStream_t stream) {
   if (args.rows == 0) return;
   // The bound tables are a pure function of the bits: computed once per device, as is whether
-  // 16-block clusters fit.
+  // 16-block clusters fit; the histograms' shared memory (past the 48 KB default) is allowed once.
   static std::mutex mutex;
   static bool ready[256] = {};
   static bool sixteen[256] = {};
@@ -549,17 +602,21 @@ void launch_sample_tokens(const SampleLaunch& args, cudaStream_t stream) {
     const std::lock_guard<std::mutex> lock(mutex);
     if (device >= 0 && device < 256) {
       if (!ready[device]) {
+        cudaFuncSetAttribute(sample_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kDynamicShared);
         init_buckets_kernel<<<kBuckets / 256, 256, 0, stream>>>();
         sixteen[device] = can_run_sixteen();
         ready[device] = true;
       }
       allow_sixteen = sixteen[device];
+    } else {
+      cudaFuncSetAttribute(sample_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kDynamicShared);
     }
   }
   const int size = cluster_size(args.rows, allow_sixteen);
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(static_cast<unsigned>(args.rows * size));
   config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = kDynamicShared;
   config.stream = stream;
   cudaLaunchAttribute attr = {};
   attr.id = cudaLaunchAttributeClusterDimension;
