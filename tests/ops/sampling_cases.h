@@ -159,7 +159,8 @@ inline SamplingBatch make_sampling_batch(std::uint64_t seed, std::int32_t vocab,
 
 // A batch aimed at the top-p cut: every logits kind, top_p from tiny to the float just below 1,
 // alone and with top-k (on both sides of the 1024 of the gathered path), min-p and penalties; every
-// fifth row greedy, so sampled and greedy rows share a batch.
+// fifth row greedy, so sampled and greedy rows share a batch; every third row with nothing but raw
+// bans (and maybe a mask) before the temperature.
 inline SamplingBatch make_top_p_batch(std::uint64_t seed, std::int32_t vocab, std::int32_t num_rows,
                                       std::int32_t max_top = 8) {
   SamplingBatch b = make_sampling_batch(seed, vocab, num_rows, max_top);
@@ -177,6 +178,15 @@ inline SamplingBatch make_top_p_batch(std::uint64_t seed, std::int32_t vocab, st
     row.top_k = ks[rng() % 5];
     row.min_p = rng() % 4 == 0 ? 0.02f : 0.0f;
     row.mask_row = r % 7 == 6 ? row.mask_row : -1;  // masks on some rows only
+    if (r % 3 == 0) {  // no bias, bans, penalties or logprobs: the device's path without the row copy
+      row.bias_begin = row.bias_end = row.ban_begin = row.ban_end = 0;
+      row.seen_begin = row.seen_end = row.count_begin = row.count_end = 0;
+      row.repetition_penalty = 1.0f;
+      row.frequency_penalty = row.presence_penalty = 0.0f;
+      row.num_top_logprobs = -1;
+      b.bias[static_cast<std::size_t>(r)].clear();
+      b.bans[static_cast<std::size_t>(r)].clear();
+    }
   }
   return b;
 }

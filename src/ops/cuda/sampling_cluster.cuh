@@ -77,6 +77,28 @@ struct Ctx {
   int hist_phase;  // histogram selects so far
 };
 
+// f(v, x[v]) for every id v of this block's slice, thread t taking ids begin + t + i · kThreads in
+// ascending order, kBatch loads in flight before any is used: a pass over a row is bound by load
+// latency (with one load in flight per thread, or a load waiting behind the previous id's store, a
+// block walking 129,280 ids waits 252 latencies per thread).
+constexpr int kBatch = 8;
+template <typename F>
+__device__ __forceinline__ void for_slice(const float* x, const Ctx& c, F f) {
+  for (int base = c.begin + static_cast<int>(threadIdx.x); base < c.end; base += kBatch * kThreads) {
+    float vals[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int v = base + j * kThreads;
+      vals[j] = v < c.end ? x[v] : 0.0f;
+    }
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int v = base + j * kThreads;
+      if (v < c.end) f(v, vals[j]);
+    }
+  }
+}
+
 __device__ __forceinline__ float key_value(std::uint32_t key) {
   const std::uint32_t b = (key & 0x80000000u) != 0 ? (key & 0x7FFFFFFFu) : ~key;
   return __uint_as_float(b);
@@ -221,12 +243,12 @@ __device__ inline int cluster_best(double s, int i, Shared& sh, Ctx& c, double* 
 __device__ inline int cluster_argmax(const float* x, Shared& sh, Ctx& c) {
   float bv = -INFINITY;
   int bi = -1;
-  for (int v = c.begin + static_cast<int>(threadIdx.x); v < c.end; v += kThreads) {
-    if (x[v] > bv) {
-      bv = x[v];
+  for_slice(x, c, [&](int v, float y) {
+    if (y > bv) {
+      bv = y;
       bi = v;
     }
-  }
+  });
   return cluster_best(bi >= 0 ? static_cast<double>(bv) : -INFINITY, bi, sh, c);
 }
 
@@ -372,15 +394,16 @@ struct HistPick {
   u64 total;
 };
 
-// One level of a select over order keys: among the ids with in(v) whose key starts with the `known`
-// top bits of `prefix`, the weights histogrammed by the next `bits` key bits (8 or 12); the pick is
-// the first bin from the top with weight > 0 and reached(above + weights of the bins down to it,
-// level total) — where a sequential walk over the ids ranked best first (reached being monotone in
-// its first argument) first reaches the target. found is false when no bin does (then nothing is
-// picked). Each block fills its own histogram (shared atomics; integer sums, any order) and its
-// segment sums; the cluster merges the 16 segment sums, then the 256 bins of the picked segment.
-template <typename In, typename Key, typename Weight, typename Reached>
-__device__ HistPick hist_select(In in, Key key, Weight weight, Reached reached, std::uint32_t prefix, int known,
+// One level of a select over the order keys of x: among the ids with in(v, x[v]) whose key starts
+// with the `known` top bits of `prefix`, the weights weight(v, x[v]) histogrammed by the next `bits`
+// key bits (8 or 12); the pick is the first bin from the top with weight > 0 and reached(above +
+// weights of the bins down to it, level total) — where a sequential walk over the ids ranked best
+// first (reached being monotone in its first argument) first reaches the target. found is false
+// when no bin does (then nothing is picked). Each block fills its own histogram (shared atomics;
+// integer sums, any order) and its segment sums; the cluster merges the 16 segment sums, then the
+// 256 bins of the picked segment.
+template <typename In, typename Weight, typename Reached>
+__device__ HistPick hist_select(const float* x, In in, Weight weight, Reached reached, std::uint32_t prefix, int known,
                                 int bits, u64 above, Shared& sh, Ctx& c) {
   const int h = c.hist_phase++ & 1;
   u64* hist = row_cluster_hist + h * kHistBins;
@@ -390,13 +413,13 @@ __device__ HistPick hist_select(In in, Key key, Weight weight, Reached reached, 
   __syncthreads();
   const int shift = 32 - known - bits;
   const std::uint32_t high = known == 0 ? 0u : (0xFFFFFFFFu << (32 - known));
-  for (int v = c.begin + static_cast<int>(threadIdx.x); v < c.end; v += kThreads) {
-    if (!in(v)) continue;
-    const std::uint32_t k = key(v);
-    if ((k & high) != (prefix & high)) continue;
-    const u64 x = weight(v);
-    if (x != 0) atomicAdd(&hist[(k >> shift) & static_cast<std::uint32_t>(bins - 1)], x);
-  }
+  for_slice(x, c, [&](int v, float y) {
+    if (!in(v, y)) return;
+    const std::uint32_t k = sm::order_key(y);
+    if ((k & high) != (prefix & high)) return;
+    const u64 wt = weight(v, y);
+    if (wt != 0) atomicAdd(&hist[(k >> shift) & static_cast<std::uint32_t>(bins - 1)], wt);
+  });
   __syncthreads();
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   if (warp < segs) {

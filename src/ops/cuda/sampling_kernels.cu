@@ -33,6 +33,8 @@ constexpr int kSliceAlign = sm::kLseChunk;
 constexpr int kBucketShift = 20;
 constexpr int kBuckets = 4096;
 constexpr double kBoundMargin = 1e-9;
+// Groups of 4 ids (one Philox block) a thread loads at once in the race.
+constexpr int kRaceGroups = 2;
 
 __device__ double g_bucket_lo[kBuckets];
 __device__ double g_bucket_hi[kBuckets];
@@ -153,7 +155,7 @@ __device__ void apply_processors(float* w, int vocab, const SampleRow& p, const 
   __syncthreads();
 }
 
-// Gumbel-max over the ids with cand(v). The floor is the best lower bound of the scores of the
+// Gumbel-max over the ids with cand(v, w[v]). The floor is the best lower bound of the scores of the
 // hint ids that are candidates (each thread's best scaled logit: the row's best is among them and
 // survives every filter), so a token whose upper bound stays below it can neither win nor tie;
 // one pass then computes exact scores only where the upper bound reaches the floor. Any floor at
@@ -163,7 +165,7 @@ template <typename Cand>
 __device__ int gumbel_race(const float* w, const SampleRow& p, Cand cand, int hint, Shared& sh, Ctx& c) {
   const std::uint64_t seed = (static_cast<std::uint64_t>(p.seed_hi) << 32) | p.seed_lo;
   double floor_local = -INFINITY;
-  if (hint >= 0 && cand(hint)) {
+  if (hint >= 0 && cand(hint, w[hint])) {
     const sm::Philox4 bits = sm::token_noise_block(seed, p.position, static_cast<std::uint32_t>(hint) >> 2);
     floor_local = sm::dadd(static_cast<double>(w[hint]), g_bucket_lo[bits.v[hint & 3] >> kBucketShift]);
   }
@@ -171,23 +173,39 @@ __device__ int gumbel_race(const float* w, const SampleRow& p, Cand cand, int hi
   if (cluster_best(floor_local, floor_local > -INFINITY ? 0 : -1, sh, c, &floor_value) < 0) floor_value = -INFINITY;
   double best_score = -INFINITY;
   int best = -1;
-  for (int v0 = c.begin + 4 * static_cast<int>(threadIdx.x); v0 < c.end; v0 += 4 * kThreads) {
-    bool any = false;
-    for (int j = 0; j < 4 && v0 + j < c.end; ++j) {
-      const int v = v0 + j;
-      any = any || (cand(v) && sm::dadd(static_cast<double>(w[v]), 22.9) >= floor_value);
+  // kRaceGroups groups of 4 ids per thread and step, all loaded before any is used (see for_slice).
+  for (int base = c.begin + 4 * static_cast<int>(threadIdx.x); base < c.end; base += 4 * kThreads * kRaceGroups) {
+    float x[kRaceGroups][4];
+#pragma unroll
+    for (int g = 0; g < kRaceGroups; ++g) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int v = base + g * 4 * kThreads + j;
+        x[g][j] = v < c.end ? w[v] : 0.0f;
+      }
     }
-    if (!any) continue;
-    const sm::Philox4 bits = sm::token_noise_block(seed, p.position, static_cast<std::uint32_t>(v0) >> 2);
-    for (int j = 0; j < 4 && v0 + j < c.end; ++j) {
-      const int v = v0 + j;
-      if (!cand(v)) continue;
-      const double s = static_cast<double>(w[v]);
-      if (sm::dadd(s, g_bucket_hi[bits.v[j] >> kBucketShift]) < floor_value) continue;
-      const double score = sm::dadd(s, sm::gumbel_from_bits(bits.v[j]));
-      if (better(score, v, best_score, best)) {
-        best_score = score;
-        best = v;
+#pragma unroll
+    for (int g = 0; g < kRaceGroups; ++g) {
+      const int v0 = base + g * 4 * kThreads;
+      bool in[4];
+      bool any = false;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        in[j] = v0 + j < c.end && cand(v0 + j, x[g][j]);
+        any = any || (in[j] && sm::dadd(static_cast<double>(x[g][j]), 22.9) >= floor_value);
+      }
+      if (!any) continue;
+      const sm::Philox4 bits = sm::token_noise_block(seed, p.position, static_cast<std::uint32_t>(v0) >> 2);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        if (!in[j]) continue;
+        const double s = static_cast<double>(x[g][j]);
+        if (sm::dadd(s, g_bucket_hi[bits.v[j] >> kBucketShift]) < floor_value) continue;
+        const double score = sm::dadd(s, sm::gumbel_from_bits(bits.v[j]));
+        if (better(score, v0 + j, best_score, best)) {
+          best_score = score;
+          best = v0 + j;
+        }
       }
     }
   }
@@ -285,14 +303,15 @@ __device__ int finish_compact(const float* w, const SampleRow& p, int present, i
   return best;
 }
 
-// Every id of this block's slice with pred(v) joins rank 0's list as (order key << 32 | ~id).
-template <typename Pred, typename Key>
-__device__ void gather_on_rank0(Pred pred, Key key, Shared& sh, Ctx& c) {
+// Every id of this block's slice with pred(v, w[v]) joins rank 0's list as (order key << 32 | ~id).
+template <typename Pred>
+__device__ void gather_on_rank0(const float* w, Pred pred, Shared& sh, Ctx& c) {
   int* count0 = remote(c, &sh.cand_count, 0);
   u64* cand0 = remote(c, sh.cand, 0);
-  for (int v = c.begin + static_cast<int>(threadIdx.x); v < c.end; v += kThreads) {
-    if (pred(v)) cand0[atomicAdd(count0, 1)] = (static_cast<u64>(key(v)) << 32) | static_cast<u64>(~static_cast<std::uint32_t>(v));
-  }
+  for_slice(w, c, [&](int v, float x) {
+    if (!pred(v, x)) return;
+    cand0[atomicAdd(count0, 1)] = (static_cast<u64>(sm::order_key(x)) << 32) | static_cast<u64>(~static_cast<std::uint32_t>(v));
+  });
   c.cluster.sync();
 }
 
@@ -309,23 +328,22 @@ struct RankCut {
 // ids of the picked bin after that. Every id with the final key has the same mass, so the number of
 // them that completes the target follows from the bin's weight; the lowest ids of those are taken
 // (nth_match only when not all of them are). False when no prefix reaches the target (keep all).
-template <typename Kept, typename Key>
-__device__ bool nucleus_cut(Kept kept, Key key, const float* w, float max_value, float top_p, RankCut& cut, Shared& sh,
-                            Ctx& c) {
+template <typename Kept>
+__device__ bool nucleus_cut(Kept kept, const float* w, float max_value, float top_p, RankCut& cut, Shared& sh, Ctx& c) {
   // exp(d) · 2^44 < 1 for d < -31 (e^-31 < 2^-44 by far more than exp's error): mass 0 without exp.
-  const auto mass = [&](int v) {
-    const double d = sm::dsub(static_cast<double>(w[v]), static_cast<double>(max_value));
-    return d < -31.0 ? 0ull : static_cast<u64>(sm::nucleus_mass(w[v], max_value));
+  const auto mass = [&](int, float x) {
+    const double d = sm::dsub(static_cast<double>(x), static_cast<double>(max_value));
+    return d < -31.0 ? 0ull : static_cast<u64>(sm::nucleus_mass(x, max_value));
   };
   const HistPick l1 = hist_select(
-      kept, key, mass, [&](u64 cum, u64 all) { return sm::nucleus_reached(cum, all, top_p); }, 0u, 0, kHistBits, 0, sh, c);
+      w, kept, mass, [&](u64 cum, u64 all) { return sm::nucleus_reached(cum, all, top_p); }, 0u, 0, kHistBits, 0, sh, c);
   if (!l1.found) return false;
   const u64 total = l1.total;
   const auto reached = [&](u64 cum, u64) { return sm::nucleus_reached(cum, total, top_p); };
   // The picked bin holds the cut and reaches the target: so do the levels below it.
-  const HistPick l2 = hist_select(kept, key, mass, reached, l1.prefix, kHistBits, kHistBits, l1.above, sh, c);
+  const HistPick l2 = hist_select(w, kept, mass, reached, l1.prefix, kHistBits, kHistBits, l1.above, sh, c);
   if (!l2.found) return false;
-  const HistPick l3 = hist_select(kept, key, mass, reached, l2.prefix, 2 * kHistBits, 32 - 2 * kHistBits, l2.above, sh, c);
+  const HistPick l3 = hist_select(w, kept, mass, reached, l2.prefix, 2 * kHistBits, 32 - 2 * kHistBits, l2.above, sh, c);
   if (!l3.found) return false;
   cut.key = l3.prefix;
   const u64 q = static_cast<u64>(sm::nucleus_mass(key_value(cut.key), max_value));
@@ -342,7 +360,7 @@ __device__ bool nucleus_cut(Kept kept, Key key, const float* w, float max_value,
   cut.id = INT_MAX;
   if (lo < ties) {
     const std::uint32_t k = cut.key;
-    cut.id = nth_match(static_cast<long long>(lo), [&](int v) { return kept(v) && key(v) == k; }, sh, c);
+    cut.id = nth_match(static_cast<long long>(lo), [&](int v) { return kept(v, w[v]) && sm::order_key(w[v]) == k; }, sh, c);
   }
   return true;
 }
@@ -365,10 +383,11 @@ __device__ int filtered_draw(const float* w, const SampleRow& p, u64 count, floa
     if (p.top_k <= kCompact) {
       // The bin of the k-th key by one histogram level over counts: if the ids from that bin up fit,
       // rank 0 gets them all and sorts them (the first k are the survivors).
-      const HistPick pick = hist_select(finite, key, [](int) { return 1ull; }, [&](u64 cum, u64) { return cum >= k; },
-                                        0u, 0, kHistBits, 0, sh, c);
+      const HistPick pick = hist_select(
+          w, [](int, float x) { return sm::is_finite(x); }, [](int, float) { return 1ull; },
+          [&](u64 cum, u64) { return cum >= k; }, 0u, 0, kHistBits, 0, sh, c);
       if (pick.found && pick.above + pick.bin <= static_cast<u64>(kCompact)) {
-        gather_on_rank0([&](int v) { return finite(v) && key(v) >= pick.prefix; }, key, sh, c);
+        gather_on_rank0(w, [&](int, float x) { return sm::is_finite(x) && sm::order_key(x) >= pick.prefix; }, sh, c);
         const int token =
             c.rank == 0 ? finish_compact(w, p, min(sh.cand_count, kCompact), p.top_k, max_value, sh) : -1;
         return cluster_broadcast(token, sh, c);
@@ -379,12 +398,12 @@ __device__ int filtered_draw(const float* w, const SampleRow& p, u64 count, floa
     const std::uint32_t kk = k_cut.key;
     k_cut.id = nth_match(static_cast<long long>(k - above), [&](int v) { return finite(v) && key(v) == kk; }, sh, c);
     if (p.top_k <= kCompact) {  // ties at the k-th key filled the bin: gather exactly the k survivors
-      const auto survives = [&](int v) {
-        if (!finite(v)) return false;
-        const std::uint32_t kv = key(v);
+      const auto survives = [&](int v, float x) {
+        if (!sm::is_finite(x)) return false;
+        const std::uint32_t kv = sm::order_key(x);
         return kv > k_cut.key || (kv == k_cut.key && v <= k_cut.id);
       };
-      gather_on_rank0(survives, key, sh, c);
+      gather_on_rank0(w, survives, sh, c);
       const int n = c.rank == 0 ? min(sh.cand_count, kCompact) : 0;
       const int token = c.rank == 0 ? finish_compact(w, p, n, n, max_value, sh) : -1;
       return cluster_broadcast(token, sh, c);
@@ -392,20 +411,21 @@ __device__ int filtered_draw(const float* w, const SampleRow& p, u64 count, floa
   }
   const bool min_p = p.min_p > 0.0f;
   const double threshold = min_p ? sm::min_p_threshold(max_value, p.min_p) : 0.0;
-  const auto kept = [&](int v) {
-    if (!finite(v)) return false;
+  // kept(v, w[v]): the ids top-k and min-p leave.
+  const auto kept = [&](int v, float x) {
+    if (!sm::is_finite(x)) return false;
     if (top_k) {
-      const std::uint32_t kv = key(v);
+      const std::uint32_t kv = sm::order_key(x);
       if (kv < k_cut.key || (kv == k_cut.key && v > k_cut.id)) return false;
     }
-    return !min_p || static_cast<double>(w[v]) >= threshold;
+    return !min_p || static_cast<double>(x) >= threshold;
   };
   RankCut p_cut;
-  const bool top_p = p.top_p < 1.0f && nucleus_cut(kept, key, w, max_value, p.top_p, p_cut, sh, c);
-  const auto cand = [&](int v) {
-    if (!kept(v)) return false;
+  const bool top_p = p.top_p < 1.0f && nucleus_cut(kept, w, max_value, p.top_p, p_cut, sh, c);
+  const auto cand = [&](int v, float x) {
+    if (!kept(v, x)) return false;
     if (!top_p) return true;
-    const std::uint32_t kv = key(v);
+    const std::uint32_t kv = sm::order_key(x);
     return kv > p_cut.key || (kv == p_cut.key && v <= p_cut.id);
   };
   return gumbel_race(w, p, cand, hint, sh, c);
@@ -414,11 +434,45 @@ __device__ int filtered_draw(const float* w, const SampleRow& p, u64 count, floa
 // The raw logits with the raw bans into this block's slice of w.
 __device__ void load_raw(const SampleLaunch& a, const SampleRow& p, const float* logits, float* w, const Ctx& c) {
   const SampleEntry* e = a.entries;
-  for (int v = c.begin + static_cast<int>(threadIdx.x); v < c.end; v += kThreads) w[v] = logits[v];
+  for_slice(logits, c, [&](int v, float x) { w[v] = x; });
   __syncthreads();
   for (int i = max(p.raw_ban_begin, 0) + threadIdx.x; i < min(p.raw_ban_end, a.num_entries); i += kThreads)
     if (valid_id(e[i].id, a.vocab) && mine(e[i].id, c)) w[e[i].id] = -INFINITY;
   __syncthreads();
+}
+
+// A plain row's processed logits are its raw logits with the raw bans and the mask: no logprobs (they
+// need the raw row in w), no bias, bans or penalties; and this block's slice fits the ban bitmap.
+// (Per block: both ways reach the selects through block barriers only.)
+constexpr int kBitmapIds = kDynamicShared * 8;
+__device__ bool plain_row(const SampleLaunch& a, const SampleRow& p, const Ctx& c) {
+  const auto empty = [&](int begin, int end) { return max(begin, 0) >= min(end, a.num_entries); };
+  return p.num_top_logprobs < 0 && empty(p.bias_begin, p.bias_end) && empty(p.ban_begin, p.ban_end) &&
+         empty(p.seen_begin, p.seen_end) && empty(p.count_begin, p.count_end) && c.end - c.begin <= kBitmapIds;
+}
+
+// f(v, processed logit) over a plain row's slice straight from the logits, without the copy into
+// w: the raw bans as a bitmap of the slice in the histograms' shared memory (unused until the
+// selects), the mask from its words. The same values as load_raw + apply_processors.
+template <typename F>
+__device__ void for_plain_row(const SampleLaunch& a, const SampleRow& p, const float* logits, const std::uint32_t* mask,
+                              const Ctx& c, F f) {
+  auto* banned = reinterpret_cast<std::uint32_t*>(row_cluster_hist);
+  const int words = (c.end - c.begin + 31) / 32;
+  for (int i = threadIdx.x; i < words; i += kThreads) banned[i] = 0;
+  __syncthreads();
+  const SampleEntry* e = a.entries;
+  for (int i = max(p.raw_ban_begin, 0) + threadIdx.x; i < min(p.raw_ban_end, a.num_entries); i += kThreads) {
+    const int id = e[i].id;
+    if (valid_id(id, a.vocab) && mine(id, c)) atomicOr(&banned[(id - c.begin) >> 5], 1u << ((id - c.begin) & 31));
+  }
+  __syncthreads();
+  for_slice(logits, c, [&](int v, float x) {
+    const int o = v - c.begin;
+    const bool off = ((banned[o >> 5] >> (o & 31)) & 1u) != 0 || (mask != nullptr && ((mask[v >> 5] >> (v & 31)) & 1u) == 0);
+    f(v, off ? -INFINITY : x);
+  });
+  __syncthreads();  // the bitmap's words are the histograms' next
 }
 
 // The sampled token of one row (every block of the cluster gets it); rank 0 also has the raw
@@ -426,21 +480,41 @@ __device__ void load_raw(const SampleLaunch& a, const SampleRow& p, const float*
 __device__ int decide_row(const SampleLaunch& a, const SampleRow& p, const float* logits, float* w, double* chunk_sums,
                           Shared& sh, Ctx& c) {
   const int vocab = a.vocab;
-  load_raw(a, p, logits, w, c);
-  if (p.num_top_logprobs >= 0) raw_statistics(w, vocab, chunk_sums, p, sh, c);
   const std::uint32_t* mask = nullptr;
   if (p.mask_row >= 0 && p.mask_row < a.num_masks) mask = a.masks + static_cast<std::int64_t>(p.mask_row) * ((vocab + 31) / 32);
-  apply_processors(w, vocab, p, a.entries, a.num_entries, mask, c);
+  const bool plain = plain_row(a, p, c);
+  if (!plain) {
+    load_raw(a, p, logits, w, c);
+    if (p.num_top_logprobs >= 0) raw_statistics(w, vocab, chunk_sums, p, sh, c);
+    apply_processors(w, vocab, p, a.entries, a.num_entries, mask, c);
+  }
+  // The first pass over the processed logits: from w, or from the logits of a plain row.
+  const auto first_pass = [&](auto f) {
+    if (plain) {
+      for_plain_row(a, p, logits, mask, c, f);
+    } else {
+      for_slice(w, c, f);
+    }
+  };
   int token = -1;
   if (p.temperature == 0.0f) {
-    token = cluster_argmax(w, sh, c);
+    // Strict >, ids ascending per thread: the lowest id wins ties; NaN and -inf never win.
+    float bv = -INFINITY;
+    int bi = -1;
+    first_pass([&](int v, float x) {
+      if (x > bv) {
+        bv = x;
+        bi = v;
+      }
+    });
+    token = cluster_best(bi >= 0 ? static_cast<double>(bv) : -INFINITY, bi, sh, c);
   } else {
-    // Temperature, and in the same pass this thread's finite count, max and the id of its max.
+    // Temperature into w, and in the same pass this thread's finite count, max and the id of its max.
     u64 count = 0;
     float mx = -INFINITY;
     int hint = -1;
-    for (int v = c.begin + static_cast<int>(threadIdx.x); v < c.end; v += kThreads) {
-      const float x = sm::fdiv(w[v], p.temperature);
+    first_pass([&](int v, float raw) {
+      const float x = sm::fdiv(raw, p.temperature);
       w[v] = x;
       if (sm::is_finite(x)) {
         ++count;
@@ -449,13 +523,13 @@ __device__ int decide_row(const SampleLaunch& a, const SampleRow& p, const float
           hint = v;
         }
       }
-    }
+    });
     __syncthreads();
     const bool filtered = (p.top_k > 0 && p.top_k < vocab) || p.min_p > 0.0f || p.top_p < 1.0f;
     if (filtered) {
       token = filtered_draw(w, p, count, mx, hint, sh, c);
     } else {
-      token = gumbel_race(w, p, [&](int v) { return sm::is_finite(w[v]); }, hint, sh, c);
+      token = gumbel_race(w, p, [](int, float x) { return sm::is_finite(x); }, hint, sh, c);
     }
   }
   if (token >= 0) return token;
