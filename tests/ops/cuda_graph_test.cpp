@@ -341,6 +341,41 @@ TEST(CudaGraph, ScratchGrowthDuringCaptureIsAnErrorNamingTheOp) {
   EXPECT_EQ(bytes_of(out), eager);
 }
 
+TEST(CudaGraph, DependentLaunchedWgmmaLinearsReplayBitForBit) {
+  DEEPINFER_REQUIRE_GPU();
+  // The FP8 decode GEMM on wgmma is launched as a programmatic dependent of its act quant (and sums
+  // its K split in the kernel): captured, the dependency becomes a programmatic graph edge. Two
+  // chained linears (one split over K, one not) replayed over new inputs give the eager bits.
+  Backend& be = gpu();
+  constexpr std::int64_t kM = 3, kD = 4096, kH = 1024;
+  LinearWeight w1 = to_gpu(test::quantize_fp8_block(test::random_tensor(Shape{kH, kD}, 21, 0.05f), 128));
+  LinearWeight w2 = to_gpu(test::quantize_fp8_block(test::random_tensor(Shape{kD, kH}, 22, 0.05f), 128));
+  Tensor x = be.empty(Shape{kM, kD}, DType::kBF16);
+  Tensor h = be.empty(Shape{kM, kH}, DType::kBF16);
+  Tensor y = be.empty(Shape{kM, kD}, DType::kF32);
+  auto run = [&] {
+    be.linear(x, w1, LinearOptions{128}, h);
+    be.linear(h, w2, LinearOptions{128}, y);
+  };
+  auto load = [&](std::uint64_t seed) {
+    be.copy(to_gpu(test::random_tensor(Shape{kM, kD}, seed, 1.0f, DType::kBF16)), x);
+  };
+  load(30);
+  run();  // eager first: scratch sized outside the capture
+  be.synchronize();
+  Graph graph = capture_graph(be, run);
+  for (std::uint64_t seed : {31u, 32u, 33u}) {
+    load(seed);
+    run();
+    be.synchronize();
+    const auto eager = bytes_of(y);
+    be.fill(y, 0.0f);
+    load(seed);
+    graph.replay();
+    EXPECT_EQ(bytes_of(y), eager) << "seed " << seed;
+  }
+}
+
 TEST(CudaGraph, ReplaysStayValidAfterLaterScratchGrowth) {
   DEEPINFER_REQUIRE_GPU();
   Backend& be = gpu();

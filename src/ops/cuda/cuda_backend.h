@@ -10,6 +10,9 @@
 
 namespace deepinfer::ops {
 
+// Forms of the routed experts' decode wgmma kernel (CudaBackendOptions::moe_fp4_wgmma_variant).
+constexpr int kMoeFp4WgmmaVariants = 6;
+
 struct CudaBackendOptions {
   int device = 0;
   // Every row's reduction order independent of the batch (no M-dependent split-K or library
@@ -55,6 +58,10 @@ struct CudaBackendOptions {
   // Its K-split partials summed by the last CTA of each tile (fp8_wgmma_decode.cu finish_splits)
   // instead of a separate reduce launch; the same sums in the same order (bit-identical).
   bool fp8_wgmma_fixup = true;
+  // Kernels that stream immutable weights launched as programmatic dependents of the kernel before them
+  // (sm_90+; dependent_launch.cuh): the FP8 wgmma decode GEMM fills its weight pipeline while the act
+  // quant before it runs, instead of after a full kernel boundary. Same results.
+  bool dependent_launch = true;
   // The same fp4 expert GEMM with weights, scales and activations streamed by bulk copies (TMA)
   // through this many shared-memory stages of 512 K (2, 3 or 4; 0 = the register-staged kernel above),
   // where K % 512 == 0 and scale rows are 16-byte aligned. Bit-identical to it for equal K splits;
@@ -67,6 +74,12 @@ struct CudaBackendOptions {
   // mma.sync kernel at 1..512 tokens on the H200 (2026-11-30), so on by default; DEEPINFER_MOE_FP4_WGMMA=0
   // turns it off. Ignored in batch-invariant mode.
   bool moe_fp4_wgmma = true;
+  // Which form of that kernel (moe_fp4_wgmma.cu; all give the same bits): 0 = e4m3 tiles widened into
+  // shared memory; 1 = that with the largest shared-memory carveout and 256-byte L2 prefetch of the
+  // weight pieces; 2-5 = the A fragments converted straight into registers, wgmma of a stage overlapping
+  // the scaling of the previous one (2: 5 stages, no prefetch; 3: 5 stages; 4: 4 stages, 6 CTAs/SM;
+  // 5: 6 stages). Timed against each other by ops_cuda_bench --moe-wgmma.
+  int moe_fp4_wgmma_variant = 0;  // 0 .. kMoeFp4WgmmaVariants - 1
   // Prefill: fp4 experts with at least this many rows per expert on average (0 = off) go through the
   // grouped GEMM that widens each weight tile to bf16 once per 128-row item (moe_prefill_kernels.cu,
   // mma.sync: bit-identical to the batch-invariant mma.sync pipeline, so that mode takes it too).

@@ -33,6 +33,7 @@
 //      1e-3 parity bound (DeepSeek-V3 report 3.3.2: ~14-bit alignment; promoted every 128 K here).
 #include <algorithm>
 
+#include "ops/cuda/dependent_launch.cuh"
 #include "ops/cuda/device_formats.cuh"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/mma_sync.cuh"
@@ -154,14 +155,16 @@ __global__ void __launch_bounds__(kThreads) fp8_wgmma_decode_kernel(Fp8WgmmaDeco
   // thread's two rows (16 warp + lane / 4, + 8) share row (n0 + 16 warp) / 32.
   const std::int64_t ws_row = (SB == 1 ? n0 / kBK : (n0 + 16 * warp) / 32) * args.w.scale_ld;
 
-  auto load_stage = [&](int stage, int kb) {
+  auto load_weights = [&](int stage, int kb) {
     std::uint8_t* w_dst = smem + stage * C::kStage;
 #pragma unroll
     for (int i = 0; i < kRowsW * 8 / kThreads; ++i) {  // 4 16-byte chunks per thread
       const int idx = tid + i * kThreads, r = idx / 8, c = idx % 8;
       cp_async16_zfill(smem_u32(w_dst + swizzled(r, c)), w_bytes + (n0 + r) * args.k + kb * kBK + c * 16, true);
     }
-    std::uint8_t* x_dst = w_dst + kWTile;
+  };
+  auto load_acts = [&](int stage, int kb) {
+    std::uint8_t* x_dst = smem + stage * C::kStage + kWTile;
 #pragma unroll
     for (int i = 0; i < (NT * 8 + kThreads - 1) / kThreads; ++i) {
       const int idx = tid + i * kThreads, r = idx / 8, c = idx % 8;
@@ -187,20 +190,33 @@ __global__ void __launch_bounds__(kThreads) fp8_wgmma_decode_kernel(Fp8WgmmaDeco
     for (int sb = 0; sb < SB; ++sb) d[sb][i] = 0.0f;
   }
 
-  // One cp.async group per stage, committed even when empty so group t always holds stage t.
+  // The prologue's weight stages and scales are immutable: they stream in before the wait for the
+  // previous kernel (the act quant, when launched as its dependent); the act codes only after it.
+  // The prologue is one cp.async group, waited for whole at t = 0; then one group per stage, so at
+  // t >= kStages - 1 stage t's group has kStages - 2 newer ones.
 #pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < nk) load_stage(s, kb0 + s);
-    cp_async_commit_group();
-  }
+  for (int s = 0; s < kStages - 1; ++s)
+    if (s < nk) load_weights(s, kb0 + s);
   std::uint32_t ws_raw[SB];
 #pragma unroll
   for (int sb = 0; sb < SB; ++sb) ws_raw[sb] = nk > 0 ? weight_scale_raw(args.w, ws_row + kb0 * SB + sb) : 0u;
+  grid_dependency_wait();
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s)
+    if (s < nk) load_acts(s, kb0 + s);
+  cp_async_commit_group();
   for (int t = 0; t < nk; ++t) {
-    cp_async_wait_group<kStages - 2>();  // this thread's copies of stage t have landed
+    if (t == 0) {
+      cp_async_wait_group<0>();
+    } else {
+      cp_async_wait_group<kStages - 2>();  // this thread's copies of stage t have landed
+    }
     fence_proxy_async();                 // ... and are visible to the async proxy (wgmma)
     __syncthreads();                     // everyone's copies; everyone is done with stage t - 1
-    if (t + kStages - 1 < nk) load_stage((t + kStages - 1) % kStages, kb0 + t + kStages - 1);
+    if (t + kStages - 1 < nk) {
+      load_weights((t + kStages - 1) % kStages, kb0 + t + kStages - 1);
+      load_acts((t + kStages - 1) % kStages, kb0 + t + kStages - 1);
+    }
     cp_async_commit_group();
     std::uint32_t ws_next[SB];
 #pragma unroll
@@ -246,12 +262,12 @@ __global__ void __launch_bounds__(kThreads) fp8_wgmma_decode_kernel(Fp8WgmmaDeco
 }
 
 template <int NT, int SB>
-void launch_nt(const Fp8WgmmaDecodeArgs& args, int splits, cudaStream_t stream) {
+void launch_nt(const Fp8WgmmaDecodeArgs& args, int splits, cudaStream_t stream, bool dependent) {
   const dim3 grid(static_cast<unsigned>(args.n / kRowsW), static_cast<unsigned>(splits));
   constexpr int smem = Cfg<NT, SB>::kSmem;
   // Per call, not cached: the attribute belongs to the current device, and setting it is cheap.
   cudaFuncSetAttribute(fp8_wgmma_decode_kernel<NT, SB>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  fp8_wgmma_decode_kernel<NT, SB><<<grid, kThreads, smem, stream>>>(args);
+  launch_dependent(fp8_wgmma_decode_kernel<NT, SB>, grid, dim3(kThreads), smem, stream, dependent, args);
 }
 
 }  // namespace
@@ -267,27 +283,27 @@ int fp8_wgmma_decode_splits(std::int64_t n, std::int64_t k, int sm_count) {
   return static_cast<int>(splits);
 }
 
-void launch_fp8_wgmma_decode(const Fp8WgmmaDecodeArgs& args, int splits, cudaStream_t stream) {
+void launch_fp8_wgmma_decode(const Fp8WgmmaDecodeArgs& args, int splits, cudaStream_t stream, bool dependent) {
   if (args.m <= 0 || args.n <= 0) return;
   Fp8WgmmaDecodeArgs a = args;
   const int kb = static_cast<int>(args.k / kBK);
   a.kblocks_per_split = (kb + splits - 1) / splits;
   if (args.scale_block == 32) {  // V4.1: up to kFp8WgmmaMaxRowsBlock32 rows (4 partials per thread)
     if (args.m <= 8) {
-      launch_nt<8, 4>(a, splits, stream);
+      launch_nt<8, 4>(a, splits, stream, dependent);
     } else if (args.m <= 16) {
-      launch_nt<16, 4>(a, splits, stream);
+      launch_nt<16, 4>(a, splits, stream, dependent);
     } else {
-      launch_nt<32, 4>(a, splits, stream);
+      launch_nt<32, 4>(a, splits, stream, dependent);
     }
   } else if (args.m <= 8) {
-    launch_nt<8, 1>(a, splits, stream);
+    launch_nt<8, 1>(a, splits, stream, dependent);
   } else if (args.m <= 16) {
-    launch_nt<16, 1>(a, splits, stream);
+    launch_nt<16, 1>(a, splits, stream, dependent);
   } else if (args.m <= 32) {
-    launch_nt<32, 1>(a, splits, stream);
+    launch_nt<32, 1>(a, splits, stream, dependent);
   } else {
-    launch_nt<64, 1>(a, splits, stream);
+    launch_nt<64, 1>(a, splits, stream, dependent);
   }
 }
 

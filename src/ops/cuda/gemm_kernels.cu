@@ -6,6 +6,7 @@
 // host) can change a row's rounding.
 #include <cuda_fp8.h>
 
+#include "ops/cuda/dependent_launch.cuh"
 #include "ops/cuda/device_formats.cuh"
 #include "ops/cuda/kernels.h"
 
@@ -54,6 +55,9 @@ __global__ void act_prep_kernel(DevRows x, int block, OutT* out, std::int64_t ld
 template <int E, int MODE>
 __global__ void act_quant_warp_kernel(DevRows x, int nblocks, void* out, std::int64_t ld, float* scales,
                                       std::int64_t scale_ld) {
+  // A GEMM launched as this kernel's dependent (fp8_wgmma_decode.cu) may start streaming its weights
+  // now; it waits for this grid's completion before it reads the codes.
+  allow_dependents_early();
   const std::int64_t r = blockIdx.x;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int b = static_cast<int>(blockIdx.y) * 8 + warp;

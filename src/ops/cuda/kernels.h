@@ -225,7 +225,9 @@ struct Fp8WgmmaDecodeArgs {
   int kblocks_per_split = 0;  // set by launch_fp8_wgmma_decode
 };
 int fp8_wgmma_decode_splits(std::int64_t n, std::int64_t k, int sm_count);
-void launch_fp8_wgmma_decode(const Fp8WgmmaDecodeArgs& args, int splits, cudaStream_t stream);
+// dependent: launched as a programmatic dependent of the stream's previous kernel (the act quant),
+// so its CTAs stream their first weight stages while that kernel finishes (dependent_launch.cuh).
+void launch_fp8_wgmma_decode(const Fp8WgmmaDecodeArgs& args, int splits, cudaStream_t stream, bool dependent);
 // Grouped fp4 GEMM with 16-byte weight loads (moe_fp4_kernels.cu): ue8m0 weight scales whose rows
 // start 4-byte aligned, K % 128 == 0, act_block == 128; items of <= kSkinnyRowsMid rows. grid_y = max
 // items, grid_z = weight sets (the launch itself is one wave walking the active items).
@@ -241,9 +243,12 @@ void launch_skinny_fp4_tma(int group_rows, int stages, const SkinnyGemmArgs& arg
 // (moe_fp4_wgmma.cu): one CTA per (64 weight rows, item, weight set); grid_y = max items, grid_z =
 // weight sets; items of <= 8 / 16 / 32 rows by group_rows. Launch only where ArchFeatures::wgmma and
 // moe_fp4_wgmma_fits(n, k, every expert's weight) (fp4, ue8m0 scales of block 32, rows 4-byte aligned).
+// variant: CudaBackendOptions::moe_fp4_wgmma_variant (same outputs, bit for bit; timed by ops_cuda_bench
+// --moe-wgmma).
 constexpr std::int64_t kMoeFp4WgmmaMaxK = 16384;
 bool moe_fp4_wgmma_fits(std::int64_t n, std::int64_t k, const DevWeight& w);
-void launch_moe_fp4_wgmma(int group_rows, const SkinnyGemmArgs& args, int grid_y, int grid_z, cudaStream_t stream);
+void launch_moe_fp4_wgmma(int group_rows, int variant, const SkinnyGemmArgs& args, int grid_y, int grid_z,
+                          cudaStream_t stream);
 
 // ---- attention ------------------------------------------------------------------------------------
 constexpr int kMaxAttnSources = 4;

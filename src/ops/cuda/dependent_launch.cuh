@@ -1,0 +1,43 @@
+// Programmatic dependent launch (sm_90+): a kernel launched with launch_dependent() may start while
+// the previous kernel on its stream is still running; it must call grid_dependency_wait() before it
+// touches anything that kernel writes (or anything that kernel still reads: write-after-read), and
+// may do independent work first (a GEMM streaming its immutable weights). A primary kernel that
+// calls allow_dependents_early() lets such a secondary start before its own blocks finish. Both
+// instructions are no-ops when the launch carries no programmatic dependency.
+#pragma once
+
+#include <cuda_runtime.h>
+
+namespace deepinfer::ops::cuda {
+
+__device__ __forceinline__ void grid_dependency_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void allow_dependents_early() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+// Launches kernel<<<grid, block, smem, stream>>>(args...) as a programmatic dependent of the
+// stream's previous kernel when `dependent` (captured into CUDA graphs as a programmatic edge).
+template <typename... Params, typename... Args>
+cudaError_t launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t smem,
+                             cudaStream_t stream, bool dependent, Args&&... args) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attribute;
+  config.numAttrs = dependent ? 1 : 0;
+  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
+
+}  // namespace deepinfer::ops::cuda
