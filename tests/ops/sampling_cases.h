@@ -177,7 +177,7 @@ inline SamplingBatch make_top_p_batch(std::uint64_t seed, std::int32_t vocab, st
     const std::int32_t ks[] = {-1, -1, 20, 1024, 1500};
     row.top_k = ks[rng() % 5];
     row.min_p = rng() % 4 == 0 ? 0.02f : 0.0f;
-    row.mask_row = r % 7 == 6 ? row.mask_row : -1;  // masks on some rows only
+    row.mask_row = r % 7 == 6 || r % 11 == 10 ? row.mask_row : -1;  // random masks; all masked (r % 11 == 10)
     if (r % 3 == 0) {  // no bias, bans, penalties or logprobs: the device's path without the row copy
       row.bias_begin = row.bias_end = row.ban_begin = row.ban_end = 0;
       row.seen_begin = row.seen_end = row.count_begin = row.count_end = 0;
