@@ -103,6 +103,7 @@ __device__ __forceinline__ void store_tile(const Fp8WgmmaDecodeArgs& args, const
     }
 }
 
+#if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)  // used by the sm_90a kernel body only
 // Serial split-K fix-up: the tile's CTAs count in after storing their partials (release: fence, then
 // the atomic); the last one (acquire: fence after seeing the count) sums all splits' partials of the
 // tile in split order, as launch_splitk_reduce does, from L2 (__ldcg: other SMs wrote them), and
@@ -129,6 +130,7 @@ __device__ __forceinline__ void finish_splits(const Fp8WgmmaDecodeArgs& args, st
   }
   if (threadIdx.x == 0) args.tile_flags[blockIdx.x] = 0;
 }
+#endif
 
 // Grid: (N / 64, splits). CTA (x, y) computes weight rows 64x..64x+63 over 128-K blocks
 // [y * per_split, min(kb, (y + 1) * per_split)) for all m <= NT tokens. SB = scale blocks per 128-K
