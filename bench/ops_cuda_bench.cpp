@@ -3,7 +3,8 @@
 // batch sizes, the fp4 routed-expert pipeline over 256 experts, and decode sparse attention.
 // Every time is the median of CUDA-graph replays (ops::cuda_time). Prints markdown tables.
 // usage: ops_cuda_bench [--quick | --attention (that section alone) | --gemm (ceilings, GEMMs, experts) |
-//                        --moe (ceilings, routed experts at decode sizes) | --moe-trace (experts, default vs
+//                        --moe (ceilings, routed experts at decode sizes) | --moe-wgmma (the experts' wgmma
+//                        kernel forms, CudaBackendOptions::moe_fp4_wgmma_variant) | --moe-trace (experts, default vs
 //                        the bulk-copy kernel, a 30 ms pause after each timing: for a kernel trace) |
 //                        --decode (ceilings, decode linears of 1..32 rows, fp8 to 64, streamed from HBM) |
 //                        --moe-prefill (ceilings, routed experts at prefill sizes: the prefill GEMM vs skinny)]
@@ -508,6 +509,26 @@ int main(int argc, char** argv) {
     nar.moe_fp4_wide = false;
     nar.moe_fp4_wgmma = false;
     auto narrow = make_cuda_backend(nar);
+    if (argc > 1 && std::strcmp(argv[1], "--moe-wgmma") == 0) {  // the experts' wgmma kernel forms
+      Roof roof;
+      measure_roof(roof, *fast);
+      std::vector<std::unique_ptr<Backend>> forms;
+      std::vector<std::string> labels;
+      std::vector<ExpertPath> paths = {{"default", fast.get()}};
+      for (int v = 0; v < kMoeFp4WgmmaVariants; ++v) {
+        CudaBackendOptions o;
+        o.moe_fp4_wgmma_variant = v;
+        forms.push_back(make_cuda_backend(o));
+        labels.push_back("wgmma v" + std::to_string(v));
+      }
+      for (std::size_t v = 0; v < forms.size(); ++v) paths.push_back({labels[v].c_str(), forms[v].get()});
+      CudaBackendOptions mma;
+      mma.moe_fp4_wgmma = false;
+      auto mma_sync = make_cuda_backend(mma);
+      paths.push_back({"mma.sync", mma_sync.get()});
+      bench_experts(paths, roof, {1, 8, 32, 128, 512}, false);
+      return 0;
+    }
     if (argc > 1 && (std::strcmp(argv[1], "--moe") == 0 || std::strcmp(argv[1], "--moe-trace") == 0)) {
       const bool trace = std::strcmp(argv[1], "--moe-trace") == 0;
       Roof roof;

@@ -442,5 +442,55 @@ TEST(CudaParity, MoeFp4WgmmaExpertShapesMatchCpuAndTokensKeepTheirBitsAlone) {
   }
 }
 
+// Every form of the kernel (CudaBackendOptions::moe_fp4_wgmma_variant: shared-memory or register A
+// operand, stage count, L2 prefetch, carveout) gives variant 0's bits: the same e4m3 codes, the same
+// 32-K wgmma steps and the same f32 scaling in ascending K. Items of 8, 16 and 32 rows (register-A
+// forms take <= 16 and hand 32 to the shared-memory form); an odd and a single K-stage count (K = 384 /
+// 640 / 128) for the register-A kernels' two-stage unrolled loop.
+void check_wgmma_variants(int n_exp, int k, std::int64_t dim, std::int64_t inter, std::uint32_t seed,
+                          std::initializer_list<std::int64_t> tokens) {
+  std::vector<ExpertWeights> gpu_experts;
+  (void)fp4_experts(n_exp, dim, inter, seed, &gpu_experts);
+  static const std::vector<std::unique_ptr<Backend>> forms = [] {
+    std::vector<std::unique_ptr<Backend>> v;
+    for (int variant = 0; variant < kMoeFp4WgmmaVariants; ++variant) {
+      CudaBackendOptions o;
+      o.moe_fp4_wgmma_variant = variant;
+      o.moe_prefill_min_rows = 0;
+      v.push_back(make_cuda_backend(o));
+    }
+    return v;
+  }();
+  const MoeOptions options{10.0f, 128, DType::kBF16};
+  for (std::int64_t t : tokens) {
+    SCOPED_TRACE(testing::Message() << n_exp << " experts of [" << inter << ", " << dim << "], top-" << k << ", T=" << t);
+    const Tensor x = random_tensor({t, dim}, 95, 1.0f, DType::kBF16);
+    const Tensor id_t = i32_tensor({t, k}, n_exp > k + 2 ? skewed_expert_ids(t, k, n_exp)
+                                                         : std::vector<std::int32_t>(static_cast<std::size_t>(t * k), 0));
+    const Tensor wts = random_tensor({t, k}, 97, 0.3f);
+    Tensor ref;
+    for (int variant = 0; variant < kMoeFp4WgmmaVariants; ++variant) {
+      Backend& be = *forms[static_cast<std::size_t>(variant)];
+      Tensor got = poisoned({t, dim}, DType::kF32, be);
+      be.moe_experts(to_gpu(x, be), to_gpu(id_t, be), to_gpu(wts, be), gpu_experts, options, got);
+      Tensor host = to_host(got, be);
+      if (variant == 0) {
+        ref = std::move(host);
+        continue;
+      }
+      EXPECT_EQ(std::memcmp(host.raw_data(), ref.raw_data(), static_cast<std::size_t>(ref.nbytes())), 0)
+          << "variant " << variant << ": relative error " << rel_error(host, ref) << " vs variant 0, "
+          << worst_element(host, ref);
+    }
+  }
+}
+
+TEST(CudaParity, MoeFp4WgmmaVariantsGiveTheSameBits) {
+  DEEPINFER_REQUIRE_GPU();
+  check_wgmma_variants(8, 6, 4096, 2048, 900, {1, 8, 16, 32});
+  check_wgmma_variants(4, 2, 384, 640, 950, {1, 8, 16});
+  check_wgmma_variants(1, 1, 128, 128, 970, {1});
+}
+
 }  // namespace
 }  // namespace deepinfer::ops::test

@@ -399,7 +399,7 @@ void CudaBackend::moe_experts_skinny(const DevRows& x, const std::int32_t* ids, 
   // One grouped GEMM over the placed rows (weight sets 2 = w1 and w3, 1 = w2) on the chosen kernel.
   const auto grouped_gemm = [&](const SkinnyGemmArgs& args, int sets, bool wide_loads, bool tma) {
     if (wgmma) {
-      launch_moe_fp4_wgmma(group, args, grid_y, sets, stream_);
+      launch_moe_fp4_wgmma(group, options_.moe_fp4_wgmma_variant, args, grid_y, sets, stream_);
     } else if (wide_loads && tma) {
       launch_skinny_fp4_tma(group, options_.moe_fp4_pipe_stages, args, grid_y, sets, stream_);
     } else if (wide_loads) {

@@ -70,16 +70,22 @@ struct CudaBackendOptions {
   int moe_fp4_pipe_stages = 0;
   // The routed experts' decode GEMMs (the items above, fp4 weights with ue8m0 scales, act block 128,
   // dims % 128 == 0) on sm_90a warpgroup MMA (moe_fp4_wgmma.cu: fp4 tiles widened once to e4m3 in
-  // shared memory, native fp8 wgmma; mma.sync e4m3 is emulated on sm_90): 7-10% faster than the
-  // mma.sync kernel at 1..512 tokens on the H200 (2026-11-30), so on by default; DEEPINFER_MOE_FP4_WGMMA=0
+  // shared memory or straight into registers, native fp8 wgmma; mma.sync e4m3 is emulated on sm_90):
+  // 8-26% faster than the mma.sync kernel at 1..512 tokens on the H200 (2026-11-30, form 3 below),
+  // so on by default; DEEPINFER_MOE_FP4_WGMMA=0
   // turns it off. Ignored in batch-invariant mode.
   bool moe_fp4_wgmma = true;
-  // Which form of that kernel (moe_fp4_wgmma.cu; all give the same bits): 0 = e4m3 tiles widened into
-  // shared memory; 1 = that with the largest shared-memory carveout and 256-byte L2 prefetch of the
-  // weight pieces; 2-5 = the A fragments converted straight into registers, wgmma of a stage overlapping
-  // the scaling of the previous one (2: 5 stages, no prefetch; 3: 5 stages; 4: 4 stages, 6 CTAs/SM;
-  // 5: 6 stages). Timed against each other by ops_cuda_bench --moe-wgmma.
-  int moe_fp4_wgmma_variant = 0;  // 0 .. kMoeFp4WgmmaVariants - 1
+  // Which form of that kernel (moe_fp4_wgmma.cu; all give the same bits, ops_cuda_parity_test
+  // MoeFp4WgmmaVariantsGiveTheSameBits): 0 = e4m3 tiles widened into shared memory (the first form);
+  // 1 = that with the largest shared-memory carveout and 256-byte L2 prefetch of the weight pieces;
+  // 2-5 = the A fragments converted straight from the fp4 ring into registers, one barrier per stage,
+  // the scaling of a stage overlapping the next one's wgmma (2: 5 stages, 5 CTAs/SM, no prefetch; 3: the
+  // same with the L2 prefetch; 4: 4 stages, 6 CTAs/SM; 5: 6 stages, 4 CTAs/SM); items of 32 rows take
+  // form 1. ops_cuda_bench --moe-wgmma on the H200 (2026-11-30, whole moe_experts() op, µs at 1 / 8 /
+  // 32 / 128 / 512 tokens): form 0 86.1 / 423.4 / 1153 / 2065 / 2832, form 3 80.7 / 350.4 / 924.6 /
+  // 1669 / 2564 (17-20% faster at 8..128 tokens), form 1 = form 0, 2 = 3 within 0.5%, 4 and 5 slower
+  // at 8..128 tokens: form 3 is the default.
+  int moe_fp4_wgmma_variant = 3;  // 0 .. kMoeFp4WgmmaVariants - 1
   // Prefill: fp4 experts with at least this many rows per expert on average (0 = off) go through the
   // grouped GEMM that widens each weight tile to bf16 once per 128-row item (moe_prefill_kernels.cu,
   // mma.sync: bit-identical to the batch-invariant mma.sync pipeline, so that mode takes it too).

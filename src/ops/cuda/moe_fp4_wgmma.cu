@@ -2,9 +2,12 @@
 // warpgroup MMA: on sm_90 mma.sync e4m3 is emulated (F2FP + f16 HMMA per m16n8k32), only wgmma
 // multiplies fp8 natively. Each CTA (one warpgroup) owns 64 weight rows of one expert for one item.
 // fp4 tiles stream in through a cp.async ring, are widened once into 128-byte-swizzled K-major e4m3
-// (the A operand), and the item's act-quant e4m3 rows are B (N = 8 / 16 / 32 tokens).
+// (the A operand), and the item's act-quant e4m3 rows are B (N = 8 / 16 / 32 tokens). The default
+// form since 2026-11-30 (CudaBackendOptions::moe_fp4_wgmma_variant 3, below "register-A form") skips
+// the widened tile: each thread converts its own A fragment into registers (17-20% faster at 8..128
+// tokens, same bits; docs/PERFORMANCE_CUDA_OPS.md).
 //
-// Written without a device (2026-11-30): what the first run must confirm, in the order to check it
+// The first form, written without a device (2026-11-30): what the first run must confirm, in the order to check it
 // (tools/gpu/run_wgmma_experts.sh; the probe test names the CPU column each wrong output holds):
 // A1 descriptor (wgmma_sm90.cuh smem_desc): start >> 4, LBO 16 B (unused for swizzled K-major), SBO
 //    1024 B (8 rows x 128 B), layout 1 = 128-byte swizzle, base offset 0 (every tile 1024-aligned);
@@ -18,6 +21,10 @@
 // A7 fp4 packing: element 2b in the low nibble of byte b (quantize_fp4, fp4x8_to_bf16x8); the widening
 //    (skinny::e2m1x4_to_e4m3x4) is exact, so only the 32-term sum inside a wgmma differs from the CPU.
 // A8 occupancy: items of 32: 68 KB shared, 127 registers -> 3 CTAs per SM; items of 8: 52 KB -> 4.
+// (All confirmed on the H200: the probe and parity tests pass; compute-sanitizer memcheck finds no
+// error in any form, a full-size V4-Flash expert case included, 2026-11-30.)
+#include <type_traits>
+
 #include "ops/cuda/device_formats.cuh"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/mma_sync.cuh"
@@ -55,6 +62,133 @@ struct Layout {
   static int bytes(std::int64_t k) { return kWs + kRows * ws_stride(k) + 1024; }  // + alignment slack
 };
 
+// 16-byte weight copy; PF = 256 asks L2 to fetch the surrounding 256 bytes (the next stages' pieces of
+// the same weight row), so DRAM sees 256-byte reads where each stage takes 64 bytes of a row.
+template <int PF>
+__device__ __forceinline__ void cp_async_weight16(std::uint32_t dst, const void* src) {
+  if constexpr (PF == 256) {
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
+  } else {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
+  }
+}
+__device__ __forceinline__ void cp_async4(std::uint32_t dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src) : "memory");
+}
+
+// The dynamic shared memory's first 1024-byte boundary (its size has 1024 bytes of slack for this).
+__device__ __forceinline__ std::uint8_t* align1024(std::uint8_t* p) {
+  return p + ((1024 - smem_u32(p) % 1024) % 1024);
+}
+
+// One CTA's work: 64 weight rows (n0 ..) of one expert for the item's rows row0 .. row0 + mrows - 1.
+struct CtaTile {
+  const std::uint8_t* w_bytes;  // fp4 row n0 of the expert's weight
+  std::int64_t row0, n0;
+  int mrows, ktiles, wstride;
+  int r_lo;  // this thread's accumulator rows r_lo, r_lo + 8 of the tile
+};
+
+// The CTA's tile; the item's activation rows (rows past it: -1) into rows_s, and the tile's ue8m0
+// weight scales into ws (cp.async, in the caller's first group: 16-byte copies where rows allow, else
+// 4-byte ones). The caller's __syncthreads publishes rows_s.
+template <int NT>
+__device__ __forceinline__ CtaTile begin_tile(const SkinnyGemmArgs& args, std::int32_t* rows_s, std::uint8_t* ws) {
+  const int4 item = args.items[blockIdx.y];
+  const DevWeight w = args.tables[blockIdx.z][item.x];
+  const int tid = threadIdx.x, scols = static_cast<int>(args.k / 32);
+  CtaTile t;
+  t.row0 = item.y;
+  t.mrows = item.z;
+  t.n0 = static_cast<std::int64_t>(blockIdx.x) * kRows;
+  t.w_bytes = static_cast<const std::uint8_t*>(w.data) + t.n0 * (args.k / 2);
+  t.ktiles = static_cast<int>(args.k / kBK);
+  t.wstride = ws_stride(args.k);
+  t.r_lo = (tid / 32) * 16 + (tid % 32) / 4;
+  for (int c = tid; c < NT; c += kThreads)
+    rows_s[c] = c < t.mrows ? static_cast<std::int32_t>(args.x_rows ? args.x_rows[t.row0 + c] : t.row0 + c) : -1;
+  const auto* scale = static_cast<const std::uint8_t*>(w.scale);
+  const bool wide = scols % 16 == 0 && w.scale_ld % 16 == 0 && reinterpret_cast<std::uintptr_t>(scale) % 16 == 0;
+  const int piece = wide ? 16 : 4, pieces = scols / piece;
+  for (int idx = tid; idx < kRows * pieces; idx += kThreads) {
+    const int r = idx / pieces, c = idx % pieces;
+    const std::uint32_t dst = smem_u32(ws + r * t.wstride + c * piece);
+    const std::uint8_t* src = scale + (t.n0 + r) * w.scale_ld + c * piece;
+    if (wide) {
+      cp_async16_zfill(dst, src, true);
+    } else {
+      cp_async4(dst, src);
+    }
+  }
+  return t;
+}
+
+// One stage's B operand: NT swizzled e4m3 activation rows of K tile kt (rows past the item zero-
+// filled) and their NT act scales.
+template <int NT>
+__device__ __forceinline__ void load_acts(const SkinnyGemmArgs& args, const std::int32_t* rows_s, std::uint8_t* b,
+                                          float* xs, int kt) {
+  const int tid = threadIdx.x;
+  for (int idx = tid; idx < NT * 8; idx += kThreads) {
+    const int r = idx / 8, c = idx % 8;
+    const std::int32_t src = rows_s[r];
+    const std::uint8_t* g = src >= 0 ? args.x + src * args.ldx + kt * kBK + c * 16 : args.x;
+    cp_async16_zfill(smem_u32(b + wg::swizzled(r, c)), g, src >= 0);
+  }
+  if (tid < NT) {
+    const std::int32_t src = rows_s[tid];
+    if (src >= 0) {
+      cp_async4(smem_u32(xs + tid), args.xs + static_cast<std::int64_t>(kt) * args.xs_ld + src);
+    } else {
+      xs[tid] = 0.0f;
+    }
+  }
+}
+
+// acc += each 32-K partial of stage kt x (ue8m0 weight scale x act block scale), in ascending K (fmaf,
+// as skinny_fp4_wide_kernel does per 32-K step). Rows r_lo and r_lo + 8: one scale word each (byte s =
+// K step s).
+template <int NT, int R>
+__device__ __forceinline__ void scale_partials(float (&acc)[R], const float (&part)[4][R], const std::uint8_t* ws,
+                                               int wstride, int r_lo, int kt, const float* xs) {
+  const int lane = threadIdx.x % 32;
+  const std::uint32_t sw_lo = *reinterpret_cast<const std::uint32_t*>(ws + r_lo * wstride + kt * 4);
+  const std::uint32_t sw_hi = *reinterpret_cast<const std::uint32_t*>(ws + (r_lo + 8) * wstride + kt * 4);
+#pragma unroll
+  for (int s = 0; s < 4; ++s) {
+    const float sw[2] = {ue8m0_to_f32(static_cast<std::uint8_t>(sw_lo >> (8 * s))),
+                         ue8m0_to_f32(static_cast<std::uint8_t>(sw_hi >> (8 * s)))};
+#pragma unroll
+    for (int j = 0; j < NT / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float sx = xs[j * 8 + (lane % 4) * 2 + (e % 2)];
+        acc[4 * j + e] = fmaf(part[s][4 * j + e], sw[e / 2] * sx, acc[4 * j + e]);
+      }
+  }
+}
+
+// The tile's outputs: (weight row n0 + r_lo (+ 8), token col) of the item, f32 or bf16.
+template <int NT, int R>
+__device__ __forceinline__ void store_tile(const SkinnyGemmArgs& args, const float (&acc)[R], const CtaTile& t) {
+  const int lane = threadIdx.x % 32;
+  void* out = args.out[blockIdx.z];
+#pragma unroll
+  for (int j = 0; j < NT / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int col = j * 8 + (lane % 4) * 2 + (e % 2);  // token of the item
+      if (col >= t.mrows) continue;
+      const std::int64_t n = t.n0 + t.r_lo + 8 * (e / 2);
+      const std::int64_t row = t.row0 + col;
+      if (args.out_bf16) {
+        static_cast<std::uint16_t*>(out)[row * args.ldo + n] = f32_to_bf16_bits(acc[4 * j + e]);
+      } else {
+        static_cast<float*>(out)[row * args.ldo + n] = acc[4 * j + e];
+      }
+    }
+}
+
 // wgmma m64nNk32 e4m3 x e4m3 -> f32 (wgmma_sm90.cuh's wgmma_e4m3 with acc_in = 0: scale-d false, D =
 // A·B, a fresh partial per 32-K weight-scale block). Accumulator fragment (the PTX ISA's m64nN f32 D
 // layout, as moe_prefill_wgmma.cu's verified bf16 one): warp w of the warpgroup holds rows 16w +
@@ -62,77 +196,32 @@ struct Layout {
 
 // Grid: (n / 64, max items, weight sets). Per output element the K order is fixed by K alone: 32-K
 // partials from the tensor core, each scaled by (ue8m0 weight scale x act block scale) in f32 and
-// added in ascending K (fmaf, as skinny_fp4_wide_kernel does per 32-K step), no K split.
-template <int NT>
+// added in ascending K, no K split. PF: the weight copies' L2 prefetch size (0 or 256).
+template <int NT, int PF>
 __global__ void __launch_bounds__(kThreads) moe_fp4_wgmma_kernel(SkinnyGemmArgs args) {
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using L = Layout<NT>;
   constexpr int R = NT / 2;  // accumulator registers per thread
   extern __shared__ __align__(1024) std::uint8_t smem_in[];
-  std::uint8_t* smem = smem_in + ((1024 - smem_u32(smem_in) % 1024) % 1024);
+  std::uint8_t* smem = align1024(smem_in);
   __shared__ std::int32_t rows_s[NT];
-  auto cp_async4 = [](std::uint32_t dst, const void* src) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src) : "memory");
-  };
 
   if (static_cast<int>(blockIdx.y) >= *args.item_count) return;
-  const int4 item = args.items[blockIdx.y];
-  const DevWeight w = args.tables[blockIdx.z][item.x];
-  const std::int64_t row0 = item.y;
-  const int mrows = item.z;
-  const std::int64_t n0 = static_cast<std::int64_t>(blockIdx.x) * kRows;
-  const int tid = threadIdx.x, lane = tid % 32, wq = tid / 32;
-  const int ktiles = static_cast<int>(args.k / kBK);
-  const int scols = static_cast<int>(args.k / 32);  // ue8m0 scale bytes per weight row
-  const int wstride = ws_stride(args.k);
-
-  for (int c = tid; c < NT; c += kThreads)
-    rows_s[c] = c < mrows ? static_cast<std::int32_t>(args.x_rows ? args.x_rows[row0 + c] : row0 + c) : -1;
-  {  // the tile's weight scales, in the first group: 16-byte copies where rows allow, else 4-byte ones
-    const auto* scale = static_cast<const std::uint8_t*>(w.scale);
-    const bool wide = scols % 16 == 0 && w.scale_ld % 16 == 0 && reinterpret_cast<std::uintptr_t>(scale) % 16 == 0;
-    const int piece = wide ? 16 : 4, pieces = scols / piece;
-    for (int idx = tid; idx < kRows * pieces; idx += kThreads) {
-      const int r = idx / pieces, c = idx % pieces;
-      const std::uint32_t dst = smem_u32(smem + L::kWs + r * wstride + c * piece);
-      const std::uint8_t* src = scale + (n0 + r) * w.scale_ld + c * piece;
-      if (wide) {
-        cp_async16_zfill(dst, src, true);
-      } else {
-        cp_async4(dst, src);
-      }
-    }
-  }
+  const CtaTile t = begin_tile<NT>(args, rows_s, smem + L::kWs);
   __syncthreads();
+  const int tid = threadIdx.x, ktiles = t.ktiles;
 
-  const auto* w_bytes = static_cast<const std::uint8_t*>(w.data);
-  const std::int64_t w_row_bytes = args.k / 2;
-  // Stage `st` <- K tile kt: 64 fp4 row pieces of 64 bytes, NT swizzled e4m3 activation rows (rows
-  // past the item's zero-filled), NT act scales.
+  // Stage `st` <- K tile kt: 64 fp4 row pieces of 64 bytes and the activations.
   auto load_tile = [&](int st, int kt) {
     std::uint8_t* raw = smem + L::kRaw + st * kRawTile;
 #pragma unroll
     for (int i = 0; i < kRawTile / 16 / kThreads; ++i) {
       const int idx = tid + i * kThreads, r = idx / 4, c = idx % 4;
-      cp_async16_zfill(smem_u32(raw + r * kRawRow + c * 16),
-                       w_bytes + (n0 + r) * w_row_bytes + static_cast<std::int64_t>(kt) * kRawRow + c * 16, true);
+      cp_async_weight16<PF>(smem_u32(raw + r * kRawRow + c * 16),
+                            t.w_bytes + r * (args.k / 2) + static_cast<std::int64_t>(kt) * kRawRow + c * 16);
     }
-    std::uint8_t* b = smem + L::kB + st * L::kBTile;
-    for (int idx = tid; idx < NT * 8; idx += kThreads) {
-      const int r = idx / 8, c = idx % 8;
-      const std::int32_t src = rows_s[r];
-      const std::uint8_t* g = src >= 0 ? args.x + src * args.ldx + kt * kBK + c * 16 : args.x;
-      cp_async16_zfill(smem_u32(b + wg::swizzled(r, c)), g, src >= 0);
-    }
-    if (tid < NT) {
-      const std::int32_t src = rows_s[tid];
-      float* xs = reinterpret_cast<float*>(smem + L::kXs + st * NT * 4);
-      if (src >= 0) {
-        cp_async4(smem_u32(xs + tid), args.xs + static_cast<std::int64_t>(kt) * args.xs_ld + src);
-      } else {
-        xs[tid] = 0.0f;
-      }
-    }
+    load_acts<NT>(args, rows_s, smem + L::kB + st * L::kBTile, reinterpret_cast<float*>(smem + L::kXs + st * NT * 4),
+                  kt);
   };
   // Thread t widens half h = t % 2 of weight row t / 2 of a stage (64 K = 32 bytes) into the swizzled
   // e4m3 tile `buf`: 16-byte chunk 4h + i holds K 16 (4h + i) .. + 15 in order (nibble j of a byte
@@ -172,8 +261,6 @@ __global__ void __launch_bounds__(kThreads) moe_fp4_wgmma_kernel(SkinnyGemmArgs 
   wg::fence_proxy_async();
   __syncthreads();
 
-  const int r_lo = wq * 16 + lane / 4;  // this thread's weight rows r_lo, r_lo + 8 of the tile
-  const auto* ws = smem + L::kWs;
   for (int kt = 0; kt < ktiles; ++kt) {
     // The stage of kt - 1 is free: its raw tile was widened before kt - 1's wgmma, which is done.
     if (kt + kStages - 1 < ktiles) load_tile((kt + kStages - 1) % kStages, kt + kStages - 1);
@@ -194,53 +281,208 @@ __global__ void __launch_bounds__(kThreads) moe_fp4_wgmma_kernel(SkinnyGemmArgs 
     }
     wg::wgmma_wait_all();
     for (auto& p : part) wg::fence_operands(p);
-    const float* xs = reinterpret_cast<const float*>(smem + L::kXs + (kt % kStages) * NT * 4);
-    // The stage's four ue8m0 scales of rows r_lo and r_lo + 8: one word each (byte s = K step s).
-    const std::uint32_t sw_lo = *reinterpret_cast<const std::uint32_t*>(ws + r_lo * wstride + kt * 4);
-    const std::uint32_t sw_hi = *reinterpret_cast<const std::uint32_t*>(ws + (r_lo + 8) * wstride + kt * 4);
-#pragma unroll
-    for (int s = 0; s < 4; ++s) {
-      const float sw[2] = {ue8m0_to_f32(static_cast<std::uint8_t>(sw_lo >> (8 * s))),
-                           ue8m0_to_f32(static_cast<std::uint8_t>(sw_hi >> (8 * s)))};
-#pragma unroll
-      for (int j = 0; j < NT / 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float sx = xs[j * 8 + (lane % 4) * 2 + (e % 2)];
-          acc[4 * j + e] = fmaf(part[s][4 * j + e], sw[e / 2] * sx, acc[4 * j + e]);
-        }
-    }
+    scale_partials<NT>(acc, part, smem + L::kWs, t.wstride, t.r_lo, kt,
+                       reinterpret_cast<const float*>(smem + L::kXs + (kt % kStages) * NT * 4));
     wg::fence_proxy_async();  // this thread's cp.async and widened rows, for the next wgmma
     __syncthreads();
   }
   cp_async_wait_group<0>();
-
-  void* out = args.out[blockIdx.z];
-#pragma unroll
-  for (int j = 0; j < NT / 8; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int col = j * 8 + (lane % 4) * 2 + (e % 2);  // token of the item
-      if (col >= mrows) continue;
-      const std::int64_t n = n0 + r_lo + 8 * (e / 2);
-      const std::int64_t row = row0 + col;
-      if (args.out_bf16) {
-        static_cast<std::uint16_t*>(out)[row * args.ldo + n] = f32_to_bf16_bits(acc[4 * j + e]);
-      } else {
-        static_cast<float*>(out)[row * args.ldo + n] = acc[4 * j + e];
-      }
-    }
+  store_tile<NT>(args, acc, t);
 #else
   __trap();
 #endif
 }
 
-template <int NT>
-void launch_config(const SkinnyGemmArgs& args, int grid_y, int grid_z, cudaStream_t stream) {
-  const int smem = Layout<NT>::bytes(args.k);
+// ---- register-A form (moe_fp4_wgmma_variant >= 2) ----------------------------------------------------
+// The fp4 tile is not widened into shared memory: each thread converts the bytes of its own wgmma A
+// fragment (rows lane/4 and + 8 of its warp's 16, K 4q..4q+3 and 16+4q.. of each 32-K step, q =
+// lane % 4) straight from the cp.async ring into registers, so a stage costs one barrier, no e4m3
+// stores and no A reads by the tensor core from shared memory; the wgmma of stage t runs while the
+// partials of stage t - 1 are scaled (two partial sets, one fragment set). Same e4m3
+// codes, same K order inside each 32-K step (the A fragment is the one the swizzled tile describes),
+// same f32 scaling and ascending-K sum as the kernel above: bit-identical outputs.
+
+// Weight rows of a stage padded to 80 bytes: the 8 rows x 2 words a warp's 32-bit reads touch fall in
+// 16 distinct banks (64-byte rows would put rows r and r + 2 in the same ones).
+constexpr int kRegaRow = kRawRow + 16;
+
+template <int NT, int S>
+struct RegaLayout {
+  static constexpr int kBTile = Layout<NT>::kBTile;
+  static constexpr int kB = 0;                          // 1024-aligned B tiles first
+  static constexpr int kRaw = kB + S * kBTile;
+  static constexpr int kRawTile = kRows * kRegaRow;     // 5 KB
+  static constexpr int kXs = kRaw + S * kRawTile;
+  static constexpr int kWs = kXs + S * NT * 4;
+  static int bytes(std::int64_t k) { return kWs + kRows * ws_stride(k) + 1024; }
+};
+
+// 8 e2m1 (a 32-bit word, element 2b in the low nibble of byte b) -> 8 e4m3: .x = elements 0..3,
+// .y = 4..7. The codes skinny::e2m1x4_to_e4m3x4 gives (magnitude by table, sign bit moved to bit 7),
+// in 8 instructions for 8 elements: even elements' signs (bit 3 of a byte) reach bit 7 by the shift.
+__device__ __forceinline__ uint2 e2m1x8_to_e4m3x8(std::uint32_t w) {
+  const std::uint32_t m = w & 0x77777777u, u = w << 4;
+  const std::uint32_t mag0 = __byte_perm(0x3c383000u, 0x4c484440u, m);
+  const std::uint32_t mag1 = __byte_perm(0x3c383000u, 0x4c484440u, m >> 16);
+  const std::uint32_t sg0 = __byte_perm(u, w, 0x5140u), sg1 = __byte_perm(u, w, 0x7362u);
+  return make_uint2((sg0 & 0x80808080u) | mag0, (sg1 & 0x80808080u) | mag1);
+}
+
+// The A fragments of one stage: a[s] for K step s (32 K), from the stage's raw fp4 rows.
+__device__ __forceinline__ void rega_fragments(std::uint32_t (&a)[4][4], const std::uint8_t* raw, int r_lo,
+                                               std::uint32_t sel, int woff) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const std::uint8_t* row = raw + (r_lo + 8 * h) * kRegaRow + woff;
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+      // bytes 2q, 2q+1 (K 4q..4q+3) and 8+2q, 9+2q (K 16+4q..) of the step's 16 bytes
+      const std::uint32_t lo = *reinterpret_cast<const std::uint32_t*>(row + 16 * s);
+      const std::uint32_t hi = *reinterpret_cast<const std::uint32_t*>(row + 16 * s + 8);
+      const uint2 e = e2m1x8_to_e4m3x8(__byte_perm(lo, hi, sel));
+      a[s][h] = e.x;
+      a[s][2 + h] = e.y;
+    }
+  }
+}
+
+template <int NT, int S, int PF, int MINB>
+__global__ void __launch_bounds__(kThreads, MINB) moe_fp4_wgmma_rega_kernel(SkinnyGemmArgs args) {
+#if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  static_assert(S >= 3, "two stages ahead of the one being multiplied");
+  using L = RegaLayout<NT, S>;
+  __shared__ std::int32_t rows_s[NT];
+  extern __shared__ __align__(1024) std::uint8_t smem_in[];
+  if (static_cast<int>(blockIdx.y) >= *args.item_count) return;
+  std::uint8_t* smem = align1024(smem_in);
+  const CtaTile t = begin_tile<NT>(args, rows_s, smem + L::kWs);
+  __syncthreads();
+  const int tid = threadIdx.x, lane = tid % 32, ktiles = t.ktiles;
+  auto xs_of = [&](int kt) { return reinterpret_cast<float*>(smem + L::kXs + (kt % S) * NT * 4); };
+  auto load_stage = [&](int kt) {
+    std::uint8_t* raw = smem + L::kRaw + (kt % S) * L::kRawTile;
+#pragma unroll
+    for (int i = 0; i < kRawTile / 16 / kThreads; ++i) {
+      const int idx = tid + i * kThreads, r = idx / 4, c = idx % 4;
+      cp_async_weight16<PF>(smem_u32(raw + r * kRegaRow + c * 16),
+                            t.w_bytes + r * (args.k / 2) + static_cast<std::int64_t>(kt) * kRawRow + c * 16);
+    }
+    load_acts<NT>(args, rows_s, smem + L::kB + (kt % S) * L::kBTile, xs_of(kt), kt);
+  };
+  // S - 2 stages ahead (the scale copies ride in the first group): a stage's slot is refilled two
+  // iterations after its wgmma was issued, when wait_group 1 has retired it.
+#pragma unroll
+  for (int s = 0; s < S - 2; ++s) {
+    if (s < ktiles) load_stage(s);
+    cp_async_commit_group();
+  }
+
+  constexpr int R = NT / 2;
+  const std::uint32_t sel = (lane & 1) != 0 ? 0x7632u : 0x5410u;  // q odd: the upper byte pair of each word
+  const int woff = 4 * ((lane % 4) >> 1);
+  float acc[R];
+#pragma unroll
+  for (int i = 0; i < R; ++i) acc[i] = 0.0f;
+  float part[2][4][R] = {};
+  std::uint32_t a_flat[16] = {};  // the A fragments of the stage in flight: a[s] for K step s
+  auto& a = *reinterpret_cast<std::uint32_t(*)[4][4]>(a_flat);
+  const std::uint8_t* ws = smem + L::kWs;
+  // One stage; B = its fragment / partial set (a compile-time index keeps the sets in registers),
+  // `first`: no earlier stage to scale. The call sequence below keeps every path through the loop
+  // touching only retired partials (else ptxas serialises the wgmmas, C7514).
+  auto stage = [&](int kt, auto set, auto first) {
+    constexpr int B = decltype(set)::value;
+    cp_async_wait_group<S - 3>();
+    wg::fence_proxy_async();  // this thread's copies of stage kt, for the wgmma's B reads
+    __syncthreads();          // everyone's; everyone is past stage kt - 1's reads and kt - 2's wgmma
+    if (kt + S - 2 < ktiles) load_stage(kt + S - 2);
+    cp_async_commit_group();
+    if constexpr (!decltype(first)::value) {  // stage kt - 1's wgmma: its fragments are rewritten next
+      wg::wgmma_wait<0>();
+      for (auto& p : part[1 - B]) wg::fence_operands(p);
+      wg::fence_operands(a_flat);
+    }
+    rega_fragments(a, smem + L::kRaw + (kt % S) * L::kRawTile, t.r_lo, sel, woff);
+    for (auto& p : part[B]) wg::fence_operands(p);
+    wg::wgmma_fence();
+    const std::uint32_t b_addr = smem_u32(smem + L::kB + (kt % S) * L::kBTile);
+#pragma unroll
+    for (int s = 0; s < 4; ++s) wg::wgmma_e4m3_rs(part[B][s], a[s], wg::smem_desc(b_addr + s * 32), 0);
+    wg::wgmma_commit();
+    // stage kt - 1's scaling runs while the tensor core multiplies stage kt
+    if constexpr (!decltype(first)::value) scale_partials<NT>(acc, part[1 - B], ws, t.wstride, t.r_lo, kt - 1, xs_of(kt - 1));
+  };
+  // The last stage's partials (set B), once every wgmma is done.
+  auto finish = [&](int kt, auto set) {
+    constexpr int B = decltype(set)::value;
+    wg::wgmma_wait<0>();
+    for (auto& p : part[B]) wg::fence_operands(p);
+    wg::fence_operands(a_flat);
+    scale_partials<NT>(acc, part[B], ws, t.wstride, t.r_lo, kt, xs_of(kt));
+  };
+  using Set0 = std::integral_constant<int, 0>;
+  using Set1 = std::integral_constant<int, 1>;
+  stage(0, Set0{}, std::true_type{});
+  int kt = 1;
+  for (; kt + 1 < ktiles; kt += 2) {
+    stage(kt, Set1{}, std::false_type{});
+    stage(kt + 1, Set0{}, std::false_type{});
+  }
+  if (kt < ktiles) {
+    stage(kt, Set1{}, std::false_type{});
+    finish(kt, Set1{});
+  } else {
+    finish(kt - 1, Set0{});
+  }
+  cp_async_wait_group<0>();
+  store_tile<NT>(args, acc, t);
+#else
+  __trap();
+#endif
+}
+
+// Every launch asks for the largest shared-memory carveout (variants >= 1): the driver's default may
+// keep more L1 and fit fewer CTAs per SM than the kernel's shared memory allows.
+template <typename Kernel>
+void launch_kernel(Kernel kernel, int smem, bool carveout, const SkinnyGemmArgs& args, int grid_y, int grid_z,
+                   cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(args.n / kRows), static_cast<unsigned>(grid_y), static_cast<unsigned>(grid_z));
-  cudaFuncSetAttribute(moe_fp4_wgmma_kernel<NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  moe_fp4_wgmma_kernel<NT><<<grid, kThreads, smem, stream>>>(args);
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (carveout) cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+  kernel<<<grid, kThreads, smem, stream>>>(args);
+}
+
+template <int NT>
+void launch_config(int variant, const SkinnyGemmArgs& args, int grid_y, int grid_z, cudaStream_t stream) {
+  const int smem = Layout<NT>::bytes(args.k);
+  if (variant == 1 || (variant >= 2 && NT > 16)) {  // register-A kernels take items of <= 16 rows
+    launch_kernel(moe_fp4_wgmma_kernel<NT, 256>, smem, true, args, grid_y, grid_z, stream);
+    return;
+  }
+  if constexpr (NT <= 16) {
+    constexpr int kMinBlocks = NT == 8 ? 5 : 1;
+    switch (variant) {
+      case 2:
+        launch_kernel(moe_fp4_wgmma_rega_kernel<NT, 5, 0, kMinBlocks>, RegaLayout<NT, 5>::bytes(args.k), true, args,
+                      grid_y, grid_z, stream);
+        return;
+      case 3:
+        launch_kernel(moe_fp4_wgmma_rega_kernel<NT, 5, 256, kMinBlocks>, RegaLayout<NT, 5>::bytes(args.k), true,
+                      args, grid_y, grid_z, stream);
+        return;
+      case 4:
+        launch_kernel(moe_fp4_wgmma_rega_kernel<NT, 4, 256, NT == 8 ? 6 : 1>, RegaLayout<NT, 4>::bytes(args.k), true,
+                      args, grid_y, grid_z, stream);
+        return;
+      case 5:
+        launch_kernel(moe_fp4_wgmma_rega_kernel<NT, 6, 256, NT == 8 ? 4 : 1>, RegaLayout<NT, 6>::bytes(args.k), true,
+                      args, grid_y, grid_z, stream);
+        return;
+      default:
+        break;
+    }
+  }
+  launch_kernel(moe_fp4_wgmma_kernel<NT, 0>, smem, false, args, grid_y, grid_z, stream);
 }
 
 }  // namespace
@@ -251,13 +493,14 @@ bool moe_fp4_wgmma_fits(std::int64_t n, std::int64_t k, const DevWeight& w) {
          reinterpret_cast<std::uintptr_t>(w.data) % 16 == 0;
 }
 
-void launch_moe_fp4_wgmma(int group_rows, const SkinnyGemmArgs& args, int grid_y, int grid_z, cudaStream_t stream) {
+void launch_moe_fp4_wgmma(int group_rows, int variant, const SkinnyGemmArgs& args, int grid_y, int grid_z,
+                          cudaStream_t stream) {
   if (group_rows <= 8) {
-    launch_config<8>(args, grid_y, grid_z, stream);
+    launch_config<8>(variant, args, grid_y, grid_z, stream);
   } else if (group_rows <= 16) {
-    launch_config<16>(args, grid_y, grid_z, stream);
+    launch_config<16>(variant, args, grid_y, grid_z, stream);
   } else {
-    launch_config<32>(args, grid_y, grid_z, stream);
+    launch_config<32>(variant, args, grid_y, grid_z, stream);
   }
 }
 

@@ -76,4 +76,40 @@ __device__ __forceinline__ void wgmma_e4m3(float (&d)[32], std::uint64_t da, std
       : "l"(da), "l"(db), "r"(acc_in));
 }
 
+// Waits until at most N committed wgmma groups are still in flight (N = 1: the one just committed
+// keeps running while the previous one's results are used).
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
+// Keeps register A fragments alive (and unmoved) until a wgmma that reads them has been waited for:
+// the tensor core reads them asynchronously, after the asm statement that names them.
+template <int R>
+__device__ __forceinline__ void fence_operands(std::uint32_t (&a)[R]) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) asm volatile("" : "+r"(a[i])::"memory");
+}
+
+// d (+)= A · B with A (64 x 32 e4m3) in registers: a[0] = rows lane/4, K 4 (lane%4) .. +3 of the
+// warp's 16 rows; a[1] the same 8 rows below; a[2] / a[3] = K + 16 (the mma.sync m16n8k32 A fragment,
+// warp w of the warpgroup owning rows 16w .. 16w + 15). B (N x 32 e4m3, K-major) from shared memory.
+__device__ __forceinline__ void wgmma_e4m3_rs(float (&d)[4], const std::uint32_t (&a)[4], std::uint64_t db,
+                                              int acc_in) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc_in));
+}
+__device__ __forceinline__ void wgmma_e4m3_rs(float (&d)[8], const std::uint32_t (&a)[4], std::uint64_t db,
+                                              int acc_in) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, "
+      "%12, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc_in));
+}
+
 }  // namespace deepinfer::ops::cuda::wgmma
