@@ -4,8 +4,8 @@
 // temperature, top-k / min-p / top-p, Philox-seeded Gumbel-max) with the arithmetic of
 // ops/sampling_math.h, so it picks the same token bit for bit. Filters are selects over order keys
 // instead of sorts: top-p's cut by three histogram levels of fixed-point masses (12 + 12 + 8 key
-// bits; exp once per id), top-k <= 1024 by one level of counts and a sort of the gathered top bins
-// on one block (radix passes when ties overflow it). The Gumbel race takes its floor from each
+// bits; exp once per id), top-k by levels of counts (k <= 1024: one level, then a sort of the
+// gathered top bins on one block, unless ties at the k-th key overflow it). The Gumbel race takes its floor from each
 // thread's best logit and skips tokens whose noise bound cannot win. Small batches use large
 // clusters (up to 16 blocks a row): a row walked by one block is latency-bound.
 #include <cuda_runtime.h>
@@ -365,11 +365,32 @@ __device__ bool nucleus_cut(Kept kept, const float* w, float max_value, float to
   return true;
 }
 
+// Counts over the finite ids, for the top-k selects.
+constexpr auto kFiniteId = [](int, float x) { return sm::is_finite(x); };
+constexpr auto kUnitWeight = [](int, float) { return 1ull; };
+
+// The top-k cut below the first histogram level's pick l1 (the bin of the k-th key): two more levels
+// give the k-th key; `above` ids rank above it, so the first k - above of its ties (lowest ids)
+// survive — all of them without nth_match when that is every tie.
+__device__ RankCut top_k_cut(const float* w, u64 k, const HistPick& l1, Shared& sh, Ctx& c) {
+  const auto reached = [&](u64 cum, u64) { return cum >= k; };
+  const HistPick l2 = hist_select(w, kFiniteId, kUnitWeight, reached, l1.prefix, kHistBits, kHistBits, l1.above, sh, c);
+  const HistPick l3 =
+      hist_select(w, kFiniteId, kUnitWeight, reached, l2.prefix, 2 * kHistBits, 32 - 2 * kHistBits, l2.above, sh, c);
+  RankCut cut;
+  cut.key = l3.prefix;
+  const u64 n = k - l3.above;  // 1 .. l3.bin: the bin reaches k, the bins above it do not
+  if (n < l3.bin) {
+    const std::uint32_t key = cut.key;
+    cut.id = nth_match(static_cast<long long>(n), [&](int v) { return sm::is_finite(w[v]) && sm::order_key(w[v]) == key; },
+                       sh, c);
+  }
+  return cut;
+}
+
 // top-k, min-p and top-p over the finite scaled logits, then the race (Sampler::filter's rules).
 // count / mx / hint: this thread's finite ids, their max and its id (from the temperature pass).
 __device__ int filtered_draw(const float* w, const SampleRow& p, u64 count, float mx, int hint, Shared& sh, Ctx& c) {
-  const auto finite = [&](int v) { return sm::is_finite(w[v]); };
-  const auto key = [&](int v) { return sm::order_key(w[v]); };
   if (c.rank == 0 && threadIdx.x == 0) sh.cand_count = 0;  // ordered before use by the reductions below
   u64 num_finite = 0;
   float max_value = -INFINITY;
@@ -380,24 +401,17 @@ __device__ int filtered_draw(const float* w, const SampleRow& p, u64 count, floa
   const bool top_k = p.top_k > 0 && static_cast<u64>(p.top_k) < num_finite;
   if (top_k) {
     const u64 k = static_cast<u64>(p.top_k);
-    if (p.top_k <= kCompact) {
-      // The bin of the k-th key by one histogram level over counts: if the ids from that bin up fit,
-      // rank 0 gets them all and sorts them (the first k are the survivors).
-      const HistPick pick = hist_select(
-          w, [](int, float x) { return sm::is_finite(x); }, [](int, float) { return 1ull; },
-          [&](u64 cum, u64) { return cum >= k; }, 0u, 0, kHistBits, 0, sh, c);
-      if (pick.found && pick.above + pick.bin <= static_cast<u64>(kCompact)) {
-        gather_on_rank0(w, [&](int, float x) { return sm::is_finite(x) && sm::order_key(x) >= pick.prefix; }, sh, c);
-        const int token =
-            c.rank == 0 ? finish_compact(w, p, min(sh.cand_count, kCompact), p.top_k, max_value, sh) : -1;
-        return cluster_broadcast(token, sh, c);
-      }
+    // The bin of the k-th key by one histogram level over counts. With k <= kCompact and the ids from
+    // that bin up fitting, rank 0 gets them all and sorts them (the first k are the survivors).
+    const HistPick l1 = hist_select(w, kFiniteId, kUnitWeight, [&](u64 cum, u64) { return cum >= k; }, 0u, 0,
+                                    kHistBits, 0, sh, c);
+    if (p.top_k <= kCompact && l1.found && l1.above + l1.bin <= static_cast<u64>(kCompact)) {
+      gather_on_rank0(w, [&](int, float x) { return sm::is_finite(x) && sm::order_key(x) >= l1.prefix; }, sh, c);
+      const int token = c.rank == 0 ? finish_compact(w, p, min(sh.cand_count, kCompact), p.top_k, max_value, sh) : -1;
+      return cluster_broadcast(token, sh, c);
     }
-    u64 above = 0;
-    k_cut.key = radix_select<true>(finite, key, [](int) { return 1ull; }, [&](u64 x) { return x >= k; }, above, sh, c);
-    const std::uint32_t kk = k_cut.key;
-    k_cut.id = nth_match(static_cast<long long>(k - above), [&](int v) { return finite(v) && key(v) == kk; }, sh, c);
-    if (p.top_k <= kCompact) {  // ties at the k-th key filled the bin: gather exactly the k survivors
+    k_cut = top_k_cut(w, k, l1, sh, c);
+    if (p.top_k <= kCompact) {  // ties at the k-th key overfilled the gather: gather exactly the k survivors
       const auto survives = [&](int v, float x) {
         if (!sm::is_finite(x)) return false;
         const std::uint32_t kv = sm::order_key(x);
