@@ -3,8 +3,9 @@
 // batch sizes, the fp4 routed-expert pipeline over 256 experts, and decode sparse attention.
 // Every time is the median of CUDA-graph replays (ops::cuda_time). Prints markdown tables.
 // usage: ops_cuda_bench [--quick | --attention (that section alone) | --gemm (ceilings, GEMMs, experts) |
-//                        --moe (ceilings, routed experts at decode sizes) | --moe-wgmma (the experts' wgmma
-//                        kernel forms, CudaBackendOptions::moe_fp4_wgmma_variant) | --moe-trace (experts, default vs
+//                        --moe (ceilings, routed experts at decode sizes) | --moe-wgmma [--act32] (the
+//                        experts' wgmma kernel forms, CudaBackendOptions::moe_fp4_wgmma_variant; --act32: V4.1's
+//                        act block 32, skinny vs wgmma) | --moe-trace (experts, default vs
 //                        the bulk-copy kernel, a 30 ms pause after each timing: for a kernel trace) |
 //                        --decode (ceilings, decode linears of 1..32 rows, fp8 to 64, streamed from HBM) |
 //                        --moe-prefill (ceilings, routed experts at prefill sizes: the prefill GEMM vs skinny)]
@@ -286,7 +287,7 @@ struct ExpertPath {
 // trace_gaps, each (T, path) is followed by a synchronised 30 ms pause, so a kernel trace of the run
 // splits into one segment per timing (tools/gpu/run_moe_experts.sh).
 void bench_experts(const std::vector<ExpertPath>& paths, const Roof& roof, const std::vector<std::int64_t>& ts,
-                   bool trace_gaps) {
+                   bool trace_gaps, int act_block = 128) {
   Backend& b = *paths.front().backend;
   const int n_exp = 256, k = 6;
   const std::int64_t dim = 4096, inter = 2048;
@@ -330,7 +331,7 @@ void bench_experts(const std::vector<ExpertPath>& paths, const Roof& roof, const
     const Tensor x = b.upload(host_bf16({t, dim}, 1.0f, 5));
     const Tensor gid = b.upload(id_host), gw = b.upload(w_host);
     Tensor out = b.empty({t, dim}, DType::kF32);
-    const MoeOptions options{10.0f, 128, DType::kBF16};
+    const MoeOptions options{10.0f, act_block, DType::kBF16};
     const double flops = 2.0 * t * k * 3.0 * dim * inter;
     const double bytes = static_cast<double>(touched.size()) * expert_bytes + t * dim * 6.0;
     const double fl = floor_us(bytes, flops, roof.fp8_tflops, roof);
@@ -526,6 +527,15 @@ int main(int argc, char** argv) {
       mma.moe_fp4_wgmma = false;
       auto mma_sync = make_cuda_backend(mma);
       paths.push_back({"mma.sync", mma_sync.get()});
+      if (argc > 2 && std::strcmp(argv[2], "--act32") == 0) {
+        // V4.1's act block 32: the skinny kernel it takes by default vs the wgmma form (items <= 16 rows).
+        CudaBackendOptions a32;
+        a32.moe_fp4_wgmma_act32 = true;
+        auto act32 = make_cuda_backend(a32);
+        std::printf("act block 32 (V4.1):\n\n");
+        bench_experts({{"default", fast.get()}, {"wgmma act32", act32.get()}}, roof, {1, 8, 32, 128}, false, 32);
+        return 0;
+      }
       bench_experts(paths, roof, {1, 8, 32, 128, 512}, false);
       return 0;
     }

@@ -442,6 +442,18 @@ TEST(CudaParity, MoeFp4WgmmaExpertShapesMatchCpuAndTokensKeepTheirBitsAlone) {
   }
 }
 
+// A routed-experts case: T tokens of `dim` bf16 inputs, their top-k expert ids (skewed; one expert:
+// every slot) and routing weights.
+struct MoeInputs {
+  Tensor x, id_t, wts;
+};
+MoeInputs moe_inputs(std::int64_t t, int k, int n_exp, std::int64_t dim) {
+  return {random_tensor({t, dim}, 95, 1.0f, DType::kBF16),
+          i32_tensor({t, k}, n_exp > k + 2 ? skewed_expert_ids(t, k, n_exp)
+                                           : std::vector<std::int32_t>(static_cast<std::size_t>(t * k), 0)),
+          random_tensor({t, k}, 97, 0.3f)};
+}
+
 // Every form of the kernel (CudaBackendOptions::moe_fp4_wgmma_variant: shared-memory or register A
 // operand, stage count, L2 prefetch, carveout) gives variant 0's bits: the same e4m3 codes, the same
 // 32-K wgmma steps and the same f32 scaling in ascending K. Items of 8, 16 and 32 rows (register-A
@@ -464,10 +476,7 @@ void check_wgmma_variants(int n_exp, int k, std::int64_t dim, std::int64_t inter
   const MoeOptions options{10.0f, 128, DType::kBF16};
   for (std::int64_t t : tokens) {
     SCOPED_TRACE(testing::Message() << n_exp << " experts of [" << inter << ", " << dim << "], top-" << k << ", T=" << t);
-    const Tensor x = random_tensor({t, dim}, 95, 1.0f, DType::kBF16);
-    const Tensor id_t = i32_tensor({t, k}, n_exp > k + 2 ? skewed_expert_ids(t, k, n_exp)
-                                                         : std::vector<std::int32_t>(static_cast<std::size_t>(t * k), 0));
-    const Tensor wts = random_tensor({t, k}, 97, 0.3f);
+    const auto [x, id_t, wts] = moe_inputs(t, k, n_exp, dim);
     Tensor ref;
     for (int variant = 0; variant < kMoeFp4WgmmaVariants; ++variant) {
       Backend& be = *forms[static_cast<std::size_t>(variant)];
@@ -490,6 +499,50 @@ TEST(CudaParity, MoeFp4WgmmaVariantsGiveTheSameBits) {
   check_wgmma_variants(8, 6, 4096, 2048, 900, {1, 8, 16, 32});
   check_wgmma_variants(4, 2, 384, 640, 950, {1, 8, 16});
   check_wgmma_variants(1, 1, 128, 128, 970, {1});
+}
+
+// V4.1's act block 32 through the register-A form (CudaBackendOptions::moe_fp4_wgmma_act32): each
+// 32-K partial scaled by its own act scale and weight scale. Against the CPU and against the skinny
+// mma.sync kernel V4.1 takes otherwise (the same e4m3 codes; only the order inside a 32-K step
+// differs), items of 8 and 16 rows; each result repeats its bits.
+void check_wgmma_act32(int n_exp, int k, std::int64_t dim, std::int64_t inter, std::uint32_t seed,
+                       std::initializer_list<std::int64_t> tokens) {
+  std::vector<ExpertWeights> gpu_experts;
+  const std::vector<ExpertWeights> cpu_experts = fp4_experts(n_exp, dim, inter, seed, &gpu_experts);
+  CudaBackendOptions on;
+  on.moe_fp4_wgmma_act32 = true;
+  on.moe_prefill_min_rows = 0;
+  CudaBackendOptions off = on;
+  off.moe_fp4_wgmma_act32 = false;
+  const std::unique_ptr<Backend> wg = make_cuda_backend(on), skinny = make_cuda_backend(off);
+  const MoeOptions options{10.0f, 32, DType::kBF16};
+  for (std::int64_t t : tokens) {
+    SCOPED_TRACE(testing::Message() << n_exp << " experts of [" << inter << ", " << dim << "], top-" << k << ", T=" << t);
+    const auto [x, id_t, wts] = moe_inputs(t, k, n_exp, dim);
+    Tensor want = Tensor::empty({t, dim}, DType::kF32);
+    backend().moe_experts(x, id_t, wts, cpu_experts, options, want);
+    Tensor outs[3];
+    for (int i = 0; i < 3; ++i) {  // wgmma, wgmma again, skinny
+      Backend& be = i < 2 ? *wg : *skinny;
+      Tensor got = poisoned({t, dim}, DType::kF32, be);
+      be.moe_experts(to_gpu(x, be), to_gpu(id_t, be), to_gpu(wts, be), gpu_experts, options, got);
+      outs[i] = to_host(got, be);
+    }
+    EXPECT_LE(rel_error(outs[0], want), kTolBf16) << worst_element(outs[0], want);
+    EXPECT_LE(rel_error(outs[0], outs[2]), kTolBf16) << worst_element(outs[0], outs[2]);
+    EXPECT_EQ(std::memcmp(outs[0].raw_data(), outs[1].raw_data(), static_cast<std::size_t>(outs[0].nbytes())), 0);
+    std::printf("moe_fp4_wgmma act block 32, %d experts [%lld, %lld] top-%d T=%lld: relative error %.3e vs CPU, "
+                "%.3e vs the skinny kernel (skinny vs CPU %.3e)\n",
+                n_exp, static_cast<long long>(inter), static_cast<long long>(dim), k, static_cast<long long>(t),
+                rel_error(outs[0], want), rel_error(outs[0], outs[2]), rel_error(outs[2], want));
+  }
+}
+
+TEST(CudaParity, MoeFp4WgmmaActBlock32MatchesCpuAndTheSkinnyKernel) {
+  DEEPINFER_REQUIRE_GPU();
+  check_wgmma_act32(1, 1, 128, 128, 1300, {1});
+  check_wgmma_act32(4, 2, 384, 640, 1350, {1, 8});
+  check_wgmma_act32(8, 6, 4096, 2048, 1400, {1, 8, 16});
 }
 
 }  // namespace

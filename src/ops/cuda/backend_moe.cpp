@@ -334,8 +334,10 @@ void CudaBackend::moe_experts_skinny(const DevRows& x, const std::int32_t* ids, 
     tma1 = tma1 && skinny_fp4_tma_fits(dim, dev_weight(ew.w1)) && skinny_fp4_tma_fits(dim, dev_weight(ew.w3));
     tma2 = tma2 && skinny_fp4_tma_fits(inter, dev_weight(ew.w2));
   }
-  // sm_90a warpgroup MMA (moe_fp4_wgmma.cu, opt-in): every GEMM of every expert fits, items of 8 / 16 / 32.
-  bool wgmma = options_.moe_fp4_wgmma && arch_->wgmma && e0.w1.format == WeightFormat::kFp4 && act == 128;
+  // sm_90a warpgroup MMA (moe_fp4_wgmma.cu): every GEMM of every expert fits, items of 8 / 16 / 32; act
+  // block 32 (V4.1) only where moe_fp4_wgmma_act32 asks for it, items of 8 / 16.
+  bool wgmma = options_.moe_fp4_wgmma && arch_->wgmma && e0.w1.format == WeightFormat::kFp4 &&
+               (act == 128 || (act == 32 && options_.moe_fp4_wgmma_act32 && rows_per_expert <= kSkinnyRowsMid));
   for (const ExpertWeights& ew : experts)
     wgmma = wgmma && moe_fp4_wgmma_fits(inter, dim, dev_weight(ew.w1)) &&
             moe_fp4_wgmma_fits(inter, dim, dev_weight(ew.w3)) && moe_fp4_wgmma_fits(dim, inter, dev_weight(ew.w2));

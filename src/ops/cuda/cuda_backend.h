@@ -86,6 +86,11 @@ struct CudaBackendOptions {
   // 1669 / 2564 (17-20% faster at 8..128 tokens), form 1 = form 0, 2 = 3 within 0.5%, 4 and 5 slower
   // at 8..128 tokens: form 3 is the default.
   int moe_fp4_wgmma_variant = 3;  // 0 .. kMoeFp4WgmmaVariants - 1
+  // V4.1's experts (act block 32, the same fp4 weights) through that kernel's register-A form (per-32-K
+  // act scales applied with the per-32-K weight scales), items of <= 16 rows; else the generic skinny
+  // kernel. Off until ops_cuda_parity_test MoeFp4WgmmaActBlock32* has passed on a device (written
+  // 2026-11-30 after the session's last device call).
+  bool moe_fp4_wgmma_act32 = false;
   // Prefill: fp4 experts with at least this many rows per expert on average (0 = off) go through the
   // grouped GEMM that widens each weight tile to bf16 once per 128-row item (moe_prefill_kernels.cu,
   // mma.sync: bit-identical to the batch-invariant mma.sync pipeline, so that mode takes it too).

@@ -239,12 +239,12 @@ void launch_skinny_fp4_wide(int group_rows, const SkinnyGemmArgs& args, int grid
 bool skinny_fp4_tma_fits(std::int64_t k, const DevWeight& w);
 void launch_skinny_fp4_tma(int group_rows, int stages, const SkinnyGemmArgs& args, int grid_y, int grid_z,
                            cudaStream_t stream);
-// The same grouped fp4 GEMM (same arguments, act_block == 128) on sm_90a warpgroup MMA
+// The same grouped fp4 GEMM (same arguments, act_block 128 or 32) on sm_90a warpgroup MMA
 // (moe_fp4_wgmma.cu): one CTA per (64 weight rows, item, weight set); grid_y = max items, grid_z =
 // weight sets; items of <= 8 / 16 / 32 rows by group_rows. Launch only where ArchFeatures::wgmma and
 // moe_fp4_wgmma_fits(n, k, every expert's weight) (fp4, ue8m0 scales of block 32, rows 4-byte aligned).
 // variant: CudaBackendOptions::moe_fp4_wgmma_variant (same outputs, bit for bit; timed by ops_cuda_bench
-// --moe-wgmma).
+// --moe-wgmma). args.act_block 32 (V4.1) too, for group_rows <= 16 only (the register-A form).
 constexpr std::int64_t kMoeFp4WgmmaMaxK = 16384;
 bool moe_fp4_wgmma_fits(std::int64_t n, std::int64_t k, const DevWeight& w);
 void launch_moe_fp4_wgmma(int group_rows, int variant, const SkinnyGemmArgs& args, int grid_y, int grid_z,

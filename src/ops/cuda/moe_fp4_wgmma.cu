@@ -124,8 +124,8 @@ __device__ __forceinline__ CtaTile begin_tile(const SkinnyGemmArgs& args, std::i
 }
 
 // One stage's B operand: NT swizzled e4m3 activation rows of K tile kt (rows past the item zero-
-// filled) and their NT act scales.
-template <int NT>
+// filled) and their act scales, KB per row (act block 128: 1; act block 32: 4, block b at xs[b * NT]).
+template <int NT, int KB = 1>
 __device__ __forceinline__ void load_acts(const SkinnyGemmArgs& args, const std::int32_t* rows_s, std::uint8_t* b,
                                           float* xs, int kt) {
   const int tid = threadIdx.x;
@@ -135,12 +135,24 @@ __device__ __forceinline__ void load_acts(const SkinnyGemmArgs& args, const std:
     const std::uint8_t* g = src >= 0 ? args.x + src * args.ldx + kt * kBK + c * 16 : args.x;
     cp_async16_zfill(smem_u32(b + wg::swizzled(r, c)), g, src >= 0);
   }
-  if (tid < NT) {
-    const std::int32_t src = rows_s[tid];
-    if (src >= 0) {
-      cp_async4(smem_u32(xs + tid), args.xs + static_cast<std::int64_t>(kt) * args.xs_ld + src);
-    } else {
-      xs[tid] = 0.0f;
+  if constexpr (KB == 1) {  // (the measured act-block-128 code, kept as it ran)
+    if (tid < NT) {
+      const std::int32_t src = rows_s[tid];
+      if (src >= 0) {
+        cp_async4(smem_u32(xs + tid), args.xs + static_cast<std::int64_t>(kt) * args.xs_ld + src);
+      } else {
+        xs[tid] = 0.0f;
+      }
+    }
+  } else {
+    for (int idx = tid; idx < NT * KB; idx += kThreads) {
+      const int r = idx % NT, blk = idx / NT;
+      const std::int32_t src = rows_s[r];
+      if (src >= 0) {
+        cp_async4(smem_u32(xs + idx), args.xs + (static_cast<std::int64_t>(kt) * KB + blk) * args.xs_ld + src);
+      } else {
+        xs[idx] = 0.0f;
+      }
     }
   }
 }
@@ -148,7 +160,7 @@ __device__ __forceinline__ void load_acts(const SkinnyGemmArgs& args, const std:
 // acc += each 32-K partial of stage kt x (ue8m0 weight scale x act block scale), in ascending K (fmaf,
 // as skinny_fp4_wide_kernel does per 32-K step). Rows r_lo and r_lo + 8: one scale word each (byte s =
 // K step s).
-template <int NT, int R>
+template <int NT, int R, int KB = 1>
 __device__ __forceinline__ void scale_partials(float (&acc)[R], const float (&part)[4][R], const std::uint8_t* ws,
                                                int wstride, int r_lo, int kt, const float* xs) {
   const int lane = threadIdx.x % 32;
@@ -162,7 +174,7 @@ __device__ __forceinline__ void scale_partials(float (&acc)[R], const float (&pa
     for (int j = 0; j < NT / 8; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const float sx = xs[j * 8 + (lane % 4) * 2 + (e % 2)];
+        const float sx = xs[(KB == 1 ? 0 : s) * NT + j * 8 + (lane % 4) * 2 + (e % 2)];
         acc[4 * j + e] = fmaf(part[s][4 * j + e], sw[e / 2] * sx, acc[4 * j + e]);
       }
   }
@@ -306,14 +318,14 @@ __global__ void __launch_bounds__(kThreads) moe_fp4_wgmma_kernel(SkinnyGemmArgs 
 // 16 distinct banks (64-byte rows would put rows r and r + 2 in the same ones).
 constexpr int kRegaRow = kRawRow + 16;
 
-template <int NT, int S>
+template <int NT, int S, int KB>
 struct RegaLayout {
   static constexpr int kBTile = Layout<NT>::kBTile;
   static constexpr int kB = 0;                          // 1024-aligned B tiles first
   static constexpr int kRaw = kB + S * kBTile;
   static constexpr int kRawTile = kRows * kRegaRow;     // 5 KB
   static constexpr int kXs = kRaw + S * kRawTile;
-  static constexpr int kWs = kXs + S * NT * 4;
+  static constexpr int kWs = kXs + S * NT * 4 * KB;  // KB act scales per row and stage
   static int bytes(std::int64_t k) { return kWs + kRows * ws_stride(k) + 1024; }
 };
 
@@ -346,11 +358,11 @@ __device__ __forceinline__ void rega_fragments(std::uint32_t (&a)[4][4], const s
   }
 }
 
-template <int NT, int S, int PF, int MINB>
+template <int NT, int S, int PF, int MINB, int KB = 1>
 __global__ void __launch_bounds__(kThreads, MINB) moe_fp4_wgmma_rega_kernel(SkinnyGemmArgs args) {
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
   static_assert(S >= 3, "two stages ahead of the one being multiplied");
-  using L = RegaLayout<NT, S>;
+  using L = RegaLayout<NT, S, KB>;
   __shared__ std::int32_t rows_s[NT];
   extern __shared__ __align__(1024) std::uint8_t smem_in[];
   if (static_cast<int>(blockIdx.y) >= *args.item_count) return;
@@ -358,7 +370,7 @@ __global__ void __launch_bounds__(kThreads, MINB) moe_fp4_wgmma_rega_kernel(Skin
   const CtaTile t = begin_tile<NT>(args, rows_s, smem + L::kWs);
   __syncthreads();
   const int tid = threadIdx.x, lane = tid % 32, ktiles = t.ktiles;
-  auto xs_of = [&](int kt) { return reinterpret_cast<float*>(smem + L::kXs + (kt % S) * NT * 4); };
+  auto xs_of = [&](int kt) { return reinterpret_cast<float*>(smem + L::kXs + (kt % S) * NT * 4 * KB); };
   auto load_stage = [&](int kt) {
     std::uint8_t* raw = smem + L::kRaw + (kt % S) * L::kRawTile;
 #pragma unroll
@@ -367,7 +379,7 @@ __global__ void __launch_bounds__(kThreads, MINB) moe_fp4_wgmma_rega_kernel(Skin
       cp_async_weight16<PF>(smem_u32(raw + r * kRegaRow + c * 16),
                             t.w_bytes + r * (args.k / 2) + static_cast<std::int64_t>(kt) * kRawRow + c * 16);
     }
-    load_acts<NT>(args, rows_s, smem + L::kB + (kt % S) * L::kBTile, xs_of(kt), kt);
+    load_acts<NT, KB>(args, rows_s, smem + L::kB + (kt % S) * L::kBTile, xs_of(kt), kt);
   };
   // S - 2 stages ahead (the scale copies ride in the first group): a stage's slot is refilled two
   // iterations after its wgmma was issued, when wait_group 1 has retired it.
@@ -410,7 +422,8 @@ __global__ void __launch_bounds__(kThreads, MINB) moe_fp4_wgmma_rega_kernel(Skin
     for (int s = 0; s < 4; ++s) wg::wgmma_e4m3_rs(part[B][s], a[s], wg::smem_desc(b_addr + s * 32), 0);
     wg::wgmma_commit();
     // stage kt - 1's scaling runs while the tensor core multiplies stage kt
-    if constexpr (!decltype(first)::value) scale_partials<NT>(acc, part[1 - B], ws, t.wstride, t.r_lo, kt - 1, xs_of(kt - 1));
+    if constexpr (!decltype(first)::value)
+      scale_partials<NT, R, KB>(acc, part[1 - B], ws, t.wstride, t.r_lo, kt - 1, xs_of(kt - 1));
   };
   // The last stage's partials (set B), once every wgmma is done.
   auto finish = [&](int kt, auto set) {
@@ -418,7 +431,7 @@ __global__ void __launch_bounds__(kThreads, MINB) moe_fp4_wgmma_rega_kernel(Skin
     wg::wgmma_wait<0>();
     for (auto& p : part[B]) wg::fence_operands(p);
     wg::fence_operands(a_flat);
-    scale_partials<NT>(acc, part[B], ws, t.wstride, t.r_lo, kt, xs_of(kt));
+    scale_partials<NT, R, KB>(acc, part[B], ws, t.wstride, t.r_lo, kt, xs_of(kt));
   };
   using Set0 = std::integral_constant<int, 0>;
   using Set1 = std::integral_constant<int, 1>;
@@ -455,6 +468,13 @@ void launch_kernel(Kernel kernel, int smem, bool carveout, const SkinnyGemmArgs&
 template <int NT>
 void launch_config(int variant, const SkinnyGemmArgs& args, int grid_y, int grid_z, cudaStream_t stream) {
   const int smem = Layout<NT>::bytes(args.k);
+  if constexpr (NT <= 16) {
+    if (args.act_block == 32) {  // V4.1: per-32-K act scales, the register-A form (3) only
+      launch_kernel(moe_fp4_wgmma_rega_kernel<NT, 5, 256, NT == 8 ? 5 : 1, 4>, RegaLayout<NT, 5, 4>::bytes(args.k),
+                    true, args, grid_y, grid_z, stream);
+      return;
+    }
+  }
   if (variant == 1 || (variant >= 2 && NT > 16)) {  // register-A kernels take items of <= 16 rows
     launch_kernel(moe_fp4_wgmma_kernel<NT, 256>, smem, true, args, grid_y, grid_z, stream);
     return;
@@ -463,19 +483,19 @@ void launch_config(int variant, const SkinnyGemmArgs& args, int grid_y, int grid
     constexpr int kMinBlocks = NT == 8 ? 5 : 1;
     switch (variant) {
       case 2:
-        launch_kernel(moe_fp4_wgmma_rega_kernel<NT, 5, 0, kMinBlocks>, RegaLayout<NT, 5>::bytes(args.k), true, args,
+        launch_kernel(moe_fp4_wgmma_rega_kernel<NT, 5, 0, kMinBlocks>, RegaLayout<NT, 5, 1>::bytes(args.k), true, args,
                       grid_y, grid_z, stream);
         return;
       case 3:
-        launch_kernel(moe_fp4_wgmma_rega_kernel<NT, 5, 256, kMinBlocks>, RegaLayout<NT, 5>::bytes(args.k), true,
+        launch_kernel(moe_fp4_wgmma_rega_kernel<NT, 5, 256, kMinBlocks>, RegaLayout<NT, 5, 1>::bytes(args.k), true,
                       args, grid_y, grid_z, stream);
         return;
       case 4:
-        launch_kernel(moe_fp4_wgmma_rega_kernel<NT, 4, 256, NT == 8 ? 6 : 1>, RegaLayout<NT, 4>::bytes(args.k), true,
+        launch_kernel(moe_fp4_wgmma_rega_kernel<NT, 4, 256, NT == 8 ? 6 : 1>, RegaLayout<NT, 4, 1>::bytes(args.k), true,
                       args, grid_y, grid_z, stream);
         return;
       case 5:
-        launch_kernel(moe_fp4_wgmma_rega_kernel<NT, 6, 256, NT == 8 ? 4 : 1>, RegaLayout<NT, 6>::bytes(args.k), true,
+        launch_kernel(moe_fp4_wgmma_rega_kernel<NT, 6, 256, NT == 8 ? 4 : 1>, RegaLayout<NT, 6, 1>::bytes(args.k), true,
                       args, grid_y, grid_z, stream);
         return;
       default:
