@@ -109,6 +109,29 @@ __device__ __forceinline__ T* remote(Ctx& c, T* local, unsigned rank) {
   return c.cluster.map_shared_rank(local, rank);
 }
 
+// fold(value at `local` on rank r) for the ranks of the cluster in order, 4 loads issued before any
+// is used: a merge waits 1 DSMEM latency per 4 ranks instead of 1 per rank.
+template <typename T, typename Fold>
+__device__ __forceinline__ void for_ranks(Ctx& c, T* local, Fold fold) {
+  const int size = static_cast<int>(c.size);
+  for (int r0 = 0; r0 < size; r0 += 4) {
+    T v[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if (r0 + j < size) v[j] = *remote(c, local, static_cast<unsigned>(r0 + j));
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if (r0 + j < size) fold(v[j]);
+    }
+  }
+}
+__device__ __forceinline__ u64 rank_sum(Ctx& c, u64* local) {
+  u64 t = 0;
+  for_ranks(c, local, [&](u64 x) { t += x; });
+  return t;
+}
+
 // ---- cluster reductions (every thread of the cluster calls; all get the result) ---------------------
 __device__ inline u64 cluster_sum(u64 x, Shared& sh, Ctx& c) {
   for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(kFull, x, o);
@@ -122,9 +145,7 @@ __device__ inline u64 cluster_sum(u64 x, Shared& sh, Ctx& c) {
     sh.slot_u[s] = t;
   }
   c.cluster.sync();
-  u64 t = 0;
-  for (unsigned r = 0; r < c.size; ++r) t += *remote(c, &sh.slot_u[s], r);
-  return t;
+  return rank_sum(c, &sh.slot_u[s]);
 }
 
 // Rank 0's value (thread 0's) for every thread of the cluster.
@@ -177,12 +198,10 @@ __device__ inline void cluster_sum_fmax(u64 x, float m, u64& sum, float& max_val
     sh.slot_d[s] = mm;
   }
   c.cluster.sync();
-  sum = 0;
-  max_value = -INFINITY;
-  for (unsigned r = 0; r < c.size; ++r) {
-    sum += *remote(c, &sh.slot_u[s], r);
-    max_value = fmaxf(max_value, static_cast<float>(*remote(c, &sh.slot_d[s], r)));
-  }
+  sum = rank_sum(c, &sh.slot_u[s]);
+  float mm = -INFINITY;
+  for_ranks(c, &sh.slot_d[s], [&](double x) { mm = fmaxf(mm, static_cast<float>(x)); });
+  max_value = mm;
 }
 
 // Best (score, id): higher score, then lower id; id < 0 is empty.
@@ -226,12 +245,23 @@ __device__ inline int cluster_best(double s, int i, Shared& sh, Ctx& c, double* 
   c.cluster.sync();
   double bs = 0.0;
   int bi = -1;
-  for (unsigned r = 0; r < c.size; ++r) {
-    const double rs = *remote(c, &sh.slot_d[slot], r);
-    const int ri = *remote(c, &sh.slot_i[slot], r);
-    if (better(rs, ri, bs, bi)) {
-      bs = rs;
-      bi = ri;
+  const int size = static_cast<int>(c.size);
+  for (int r0 = 0; r0 < size; r0 += 4) {  // as for_ranks, over (score, id) pairs
+    double rs[4];
+    int ri[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if (r0 + j < size) {
+        rs[j] = *remote(c, &sh.slot_d[slot], static_cast<unsigned>(r0 + j));
+        ri[j] = *remote(c, &sh.slot_i[slot], static_cast<unsigned>(r0 + j));
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if (r0 + j < size && better(rs[j], ri[j], bs, bi)) {
+        bs = rs[j];
+        bi = ri[j];
+      }
     }
   }
   if (best_score != nullptr) *best_score = bs;
@@ -430,9 +460,7 @@ __device__ HistPick hist_select(const float* x, In in, Weight weight, Reached re
   }
   c.cluster.sync();  // every block's histogram and segment sums are complete
   if (static_cast<int>(threadIdx.x) < segs) {
-    u64 t = 0;
-    for (unsigned r = 0; r < c.size; ++r) t += remote(c, sh.seg[h], r)[threadIdx.x];
-    sh.seg_total[threadIdx.x] = t;
+    sh.seg_total[threadIdx.x] = rank_sum(c, &sh.seg[h][threadIdx.x]);
   }
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -460,9 +488,7 @@ __device__ HistPick hist_select(const float* x, In in, Weight weight, Reached re
     return out;
   }
   if (threadIdx.x < kSegBins) {
-    u64 t = 0;
-    for (unsigned r = 0; r < c.size; ++r) t += remote(c, hist, r)[seg * kSegBins + static_cast<int>(threadIdx.x)];
-    sh.total[threadIdx.x] = t;
+    sh.total[threadIdx.x] = rank_sum(c, &hist[seg * kSegBins + static_cast<int>(threadIdx.x)]);
   }
   __syncthreads();
   if (threadIdx.x < 32) {
