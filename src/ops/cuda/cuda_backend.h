@@ -11,7 +11,7 @@
 namespace deepinfer::ops {
 
 // Forms of the routed experts' decode wgmma kernel (CudaBackendOptions::moe_fp4_wgmma_variant).
-constexpr int kMoeFp4WgmmaVariants = 6;
+constexpr int kMoeFp4WgmmaVariants = 8;
 
 struct CudaBackendOptions {
   int device = 0;
@@ -84,7 +84,8 @@ struct CudaBackendOptions {
   // form 1. ops_cuda_bench --moe-wgmma on the H200 (2026-11-30, whole moe_experts() op, µs at 1 / 8 /
   // 32 / 128 / 512 tokens): form 0 86.1 / 423.4 / 1153 / 2065 / 2832, form 3 80.7 / 350.4 / 924.6 /
   // 1669 / 2564 (17-20% faster at 8..128 tokens), form 1 = form 0, 2 = 3 within 0.5%, 4 and 5 slower
-  // at 8..128 tokens: form 3 is the default.
+  // at 8..128 tokens: form 3 is the default. 6 / 7 (written after that run, not yet timed): form 2 with
+  // the weight scales streamed per stage and unpadded swizzled rows, 7 stages at 5 CTAs/SM / 9 at 4.
   int moe_fp4_wgmma_variant = 3;  // 0 .. kMoeFp4WgmmaVariants - 1
   // V4.1's experts (act block 32, the same fp4 weights) through that kernel's register-A form (per-32-K
   // act scales applied with the per-32-K weight scales), items of <= 16 rows; else the generic skinny

@@ -84,14 +84,16 @@ __device__ __forceinline__ std::uint8_t* align1024(std::uint8_t* p) {
 // One CTA's work: 64 weight rows (n0 ..) of one expert for the item's rows row0 .. row0 + mrows - 1.
 struct CtaTile {
   const std::uint8_t* w_bytes;  // fp4 row n0 of the expert's weight
+  const std::uint8_t* scale;    // its ue8m0 scale row n0, rows scale_ld bytes apart
+  std::int64_t scale_ld;
   std::int64_t row0, n0;
   int mrows, ktiles, wstride;
   int r_lo;  // this thread's accumulator rows r_lo, r_lo + 8 of the tile
 };
 
 // The CTA's tile; the item's activation rows (rows past it: -1) into rows_s, and the tile's ue8m0
-// weight scales into ws (cp.async, in the caller's first group: 16-byte copies where rows allow, else
-// 4-byte ones). The caller's __syncthreads publishes rows_s.
+// weight scales into ws unless it is null (cp.async, in the caller's first group: 16-byte copies where
+// rows allow, else 4-byte ones). The caller's __syncthreads publishes rows_s.
 template <int NT>
 __device__ __forceinline__ CtaTile begin_tile(const SkinnyGemmArgs& args, std::int32_t* rows_s, std::uint8_t* ws) {
   const int4 item = args.items[blockIdx.y];
@@ -108,6 +110,9 @@ __device__ __forceinline__ CtaTile begin_tile(const SkinnyGemmArgs& args, std::i
   for (int c = tid; c < NT; c += kThreads)
     rows_s[c] = c < t.mrows ? static_cast<std::int32_t>(args.x_rows ? args.x_rows[t.row0 + c] : t.row0 + c) : -1;
   const auto* scale = static_cast<const std::uint8_t*>(w.scale);
+  t.scale = scale + t.n0 * w.scale_ld;
+  t.scale_ld = w.scale_ld;
+  if (ws == nullptr) return t;
   const bool wide = scols % 16 == 0 && w.scale_ld % 16 == 0 && reinterpret_cast<std::uintptr_t>(scale) % 16 == 0;
   const int piece = wide ? 16 : 4, pieces = scols / piece;
   for (int idx = tid; idx < kRows * pieces; idx += kThreads) {
@@ -315,18 +320,25 @@ __global__ void __launch_bounds__(kThreads) moe_fp4_wgmma_kernel(SkinnyGemmArgs 
 // same f32 scaling and ascending-K sum as the kernel above: bit-identical outputs.
 
 // Weight rows of a stage padded to 80 bytes: the 8 rows x 2 words a warp's 32-bit reads touch fall in
-// 16 distinct banks (64-byte rows would put rows r and r + 2 in the same ones).
+// 16 distinct banks (64-byte rows would put rows r and r + 2 in the same ones). SW (forms 6, 7): rows
+// of 64 bytes with 16-byte chunk c of row r at chunk c ^ (r / 2 % 4) instead (the same 16 banks, no
+// padding), and the weight scales streamed per stage (4 bytes a row) instead of held for the whole K:
+// ~5.3 KB a stage instead of 6.2 and no 9 KB scale table, so more stages in flight per SM.
 constexpr int kRegaRow = kRawRow + 16;
+template <bool SW>
+constexpr int rega_row() { return SW ? kRawRow : kRegaRow; }
+__device__ __forceinline__ int rega_chunk(int r, int c, bool sw) { return sw ? c ^ ((r >> 1) & 3) : c; }
 
-template <int NT, int S, int KB>
+template <int NT, int S, int KB, bool SW = false>
 struct RegaLayout {
   static constexpr int kBTile = Layout<NT>::kBTile;
-  static constexpr int kB = 0;                          // 1024-aligned B tiles first
+  static constexpr int kB = 0;                              // 1024-aligned B tiles first
   static constexpr int kRaw = kB + S * kBTile;
-  static constexpr int kRawTile = kRows * kRegaRow;     // 5 KB
+  static constexpr int kRawTile = kRows * rega_row<SW>();  // 5 KB (4 KB with SW)
   static constexpr int kXs = kRaw + S * kRawTile;
   static constexpr int kWs = kXs + S * NT * 4 * KB;  // KB act scales per row and stage
-  static int bytes(std::int64_t k) { return kWs + kRows * ws_stride(k) + 1024; }
+  static constexpr int kWsStage = kRows * 4;          // SW: one scale word per row and stage
+  static int bytes(std::int64_t k) { return kWs + (SW ? S * kWsStage : kRows * ws_stride(k)) + 1024; }
 };
 
 // 8 e2m1 (a 32-bit word, element 2b in the low nibble of byte b) -> 8 e4m3: .x = elements 0..3,
@@ -341,16 +353,18 @@ __device__ __forceinline__ uint2 e2m1x8_to_e4m3x8(std::uint32_t w) {
 }
 
 // The A fragments of one stage: a[s] for K step s (32 K), from the stage's raw fp4 rows.
+template <bool SW>
 __device__ __forceinline__ void rega_fragments(std::uint32_t (&a)[4][4], const std::uint8_t* raw, int r_lo,
                                                std::uint32_t sel, int woff) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const std::uint8_t* row = raw + (r_lo + 8 * h) * kRegaRow + woff;
+    const std::uint8_t* row = raw + (r_lo + 8 * h) * rega_row<SW>() + woff;
 #pragma unroll
     for (int s = 0; s < 4; ++s) {
       // bytes 2q, 2q+1 (K 4q..4q+3) and 8+2q, 9+2q (K 16+4q..) of the step's 16 bytes
-      const std::uint32_t lo = *reinterpret_cast<const std::uint32_t*>(row + 16 * s);
-      const std::uint32_t hi = *reinterpret_cast<const std::uint32_t*>(row + 16 * s + 8);
+      const int c = rega_chunk(r_lo, s, SW);  // (r_lo + 8 swizzles as r_lo)
+      const std::uint32_t lo = *reinterpret_cast<const std::uint32_t*>(row + 16 * c);
+      const std::uint32_t hi = *reinterpret_cast<const std::uint32_t*>(row + 16 * c + 8);
       const uint2 e = e2m1x8_to_e4m3x8(__byte_perm(lo, hi, sel));
       a[s][h] = e.x;
       a[s][2 + h] = e.y;
@@ -358,29 +372,47 @@ __device__ __forceinline__ void rega_fragments(std::uint32_t (&a)[4][4], const s
   }
 }
 
-template <int NT, int S, int PF, int MINB, int KB = 1>
+// Stage kt's act scales (NT x KB floats) in the register-A layout.
+template <int NT, int S, int KB, bool SW>
+__device__ __forceinline__ float* rega_xs(std::uint8_t* smem, int kt) {
+  return reinterpret_cast<float*>(smem + RegaLayout<NT, S, KB, SW>::kXs + (kt % S) * NT * 4 * KB);
+}
+
+// Stage kt into its ring slot: 64 fp4 row pieces of 64 bytes (padded or swizzled rows), with SW the
+// stage's 4 scale bytes of each row, and the activations.
+template <int NT, int S, int PF, int KB, bool SW>
+__device__ __forceinline__ void rega_load_stage(const SkinnyGemmArgs& args, const CtaTile& t,
+                                                const std::int32_t* rows_s, std::uint8_t* smem, int kt) {
+  using L = RegaLayout<NT, S, KB, SW>;
+  const int tid = threadIdx.x;
+  std::uint8_t* raw = smem + L::kRaw + (kt % S) * L::kRawTile;
+#pragma unroll
+  for (int i = 0; i < kRawTile / 16 / kThreads; ++i) {
+    const int idx = tid + i * kThreads, r = idx / 4, c = idx % 4;
+    cp_async_weight16<PF>(smem_u32(raw + r * rega_row<SW>() + rega_chunk(r, c, SW) * 16),
+                          t.w_bytes + r * (args.k / 2) + static_cast<std::int64_t>(kt) * kRawRow + c * 16);
+  }
+  if constexpr (SW) {
+    if (tid < kRows)
+      cp_async4(smem_u32(smem + L::kWs + (kt % S) * L::kWsStage + tid * 4), t.scale + tid * t.scale_ld + kt * 4);
+  }
+  load_acts<NT, KB>(args, rows_s, smem + L::kB + (kt % S) * L::kBTile, rega_xs<NT, S, KB, SW>(smem, kt), kt);
+}
+
+template <int NT, int S, int PF, int MINB, int KB = 1, bool SW = false>
 __global__ void __launch_bounds__(kThreads, MINB) moe_fp4_wgmma_rega_kernel(SkinnyGemmArgs args) {
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
   static_assert(S >= 3, "two stages ahead of the one being multiplied");
-  using L = RegaLayout<NT, S, KB>;
+  using L = RegaLayout<NT, S, KB, SW>;
   __shared__ std::int32_t rows_s[NT];
   extern __shared__ __align__(1024) std::uint8_t smem_in[];
   if (static_cast<int>(blockIdx.y) >= *args.item_count) return;
   std::uint8_t* smem = align1024(smem_in);
-  const CtaTile t = begin_tile<NT>(args, rows_s, smem + L::kWs);
+  const CtaTile t = begin_tile<NT>(args, rows_s, SW ? nullptr : smem + L::kWs);
   __syncthreads();
   const int tid = threadIdx.x, lane = tid % 32, ktiles = t.ktiles;
-  auto xs_of = [&](int kt) { return reinterpret_cast<float*>(smem + L::kXs + (kt % S) * NT * 4 * KB); };
-  auto load_stage = [&](int kt) {
-    std::uint8_t* raw = smem + L::kRaw + (kt % S) * L::kRawTile;
-#pragma unroll
-    for (int i = 0; i < kRawTile / 16 / kThreads; ++i) {
-      const int idx = tid + i * kThreads, r = idx / 4, c = idx % 4;
-      cp_async_weight16<PF>(smem_u32(raw + r * kRegaRow + c * 16),
-                            t.w_bytes + r * (args.k / 2) + static_cast<std::int64_t>(kt) * kRawRow + c * 16);
-    }
-    load_acts<NT, KB>(args, rows_s, smem + L::kB + (kt % S) * L::kBTile, xs_of(kt), kt);
-  };
+  auto xs_of = [&](int kt) { return rega_xs<NT, S, KB, SW>(smem, kt); };
+  auto load_stage = [&](int kt) { rega_load_stage<NT, S, PF, KB, SW>(args, t, rows_s, smem, kt); };
   // S - 2 stages ahead (the scale copies ride in the first group): a stage's slot is refilled two
   // iterations after its wgmma was issued, when wait_group 1 has retired it.
 #pragma unroll
@@ -398,7 +430,10 @@ __global__ void __launch_bounds__(kThreads, MINB) moe_fp4_wgmma_rega_kernel(Skin
   float part[2][4][R] = {};
   std::uint32_t a_flat[16] = {};  // the A fragments of the stage in flight: a[s] for K step s
   auto& a = *reinterpret_cast<std::uint32_t(*)[4][4]>(a_flat);
-  const std::uint8_t* ws = smem + L::kWs;
+  // Stage kt's scale words of row r at ws_of(kt) + r * ws_ld + ws_k(kt) (scale_partials' addressing).
+  auto ws_of = [&](int kt) { return smem + L::kWs + (SW ? (kt % S) * L::kWsStage : 0); };
+  const int ws_ld = SW ? 4 : t.wstride;
+  auto ws_k = [](int kt) { return SW ? 0 : kt; };
   // One stage; B = its fragment / partial set (a compile-time index keeps the sets in registers),
   // `first`: no earlier stage to scale. The call sequence below keeps every path through the loop
   // touching only retired partials (else ptxas serialises the wgmmas, C7514).
@@ -414,7 +449,7 @@ __global__ void __launch_bounds__(kThreads, MINB) moe_fp4_wgmma_rega_kernel(Skin
       for (auto& p : part[1 - B]) wg::fence_operands(p);
       wg::fence_operands(a_flat);
     }
-    rega_fragments(a, smem + L::kRaw + (kt % S) * L::kRawTile, t.r_lo, sel, woff);
+    rega_fragments<SW>(a, smem + L::kRaw + (kt % S) * L::kRawTile, t.r_lo, sel, woff);
     for (auto& p : part[B]) wg::fence_operands(p);
     wg::wgmma_fence();
     const std::uint32_t b_addr = smem_u32(smem + L::kB + (kt % S) * L::kBTile);
@@ -423,7 +458,7 @@ __global__ void __launch_bounds__(kThreads, MINB) moe_fp4_wgmma_rega_kernel(Skin
     wg::wgmma_commit();
     // stage kt - 1's scaling runs while the tensor core multiplies stage kt
     if constexpr (!decltype(first)::value)
-      scale_partials<NT, R, KB>(acc, part[1 - B], ws, t.wstride, t.r_lo, kt - 1, xs_of(kt - 1));
+      scale_partials<NT, R, KB>(acc, part[1 - B], ws_of(kt - 1), ws_ld, t.r_lo, ws_k(kt - 1), xs_of(kt - 1));
   };
   // The last stage's partials (set B), once every wgmma is done.
   auto finish = [&](int kt, auto set) {
@@ -431,7 +466,7 @@ __global__ void __launch_bounds__(kThreads, MINB) moe_fp4_wgmma_rega_kernel(Skin
     wg::wgmma_wait<0>();
     for (auto& p : part[B]) wg::fence_operands(p);
     wg::fence_operands(a_flat);
-    scale_partials<NT, R, KB>(acc, part[B], ws, t.wstride, t.r_lo, kt, xs_of(kt));
+    scale_partials<NT, R, KB>(acc, part[B], ws_of(kt), ws_ld, t.r_lo, ws_k(kt), xs_of(kt));
   };
   using Set0 = std::integral_constant<int, 0>;
   using Set1 = std::integral_constant<int, 1>;
@@ -497,6 +532,14 @@ void launch_config(int variant, const SkinnyGemmArgs& args, int grid_y, int grid
       case 5:
         launch_kernel(moe_fp4_wgmma_rega_kernel<NT, 6, 256, NT == 8 ? 4 : 1>, RegaLayout<NT, 6, 1>::bytes(args.k), true,
                       args, grid_y, grid_z, stream);
+        return;
+      case 6:  // streamed scales, swizzled 64-byte rows: 7 stages (5 ahead), 5 CTAs/SM
+        launch_kernel(moe_fp4_wgmma_rega_kernel<NT, 7, 0, kMinBlocks, 1, true>, RegaLayout<NT, 7, 1, true>::bytes(args.k),
+                      true, args, grid_y, grid_z, stream);
+        return;
+      case 7:  // the same with 9 stages (7 ahead), 4 CTAs/SM
+        launch_kernel(moe_fp4_wgmma_rega_kernel<NT, 9, 0, NT == 8 ? 4 : 1, 1, true>,
+                      RegaLayout<NT, 9, 1, true>::bytes(args.k), true, args, grid_y, grid_z, stream);
         return;
       default:
         break;
