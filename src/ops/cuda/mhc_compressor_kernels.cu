@@ -45,77 +45,114 @@ __device__ void sinkhorn(float* comb, int n, int iters, float eps) {
 }
 
 // The mixing dot products are split over kHcSplit-element slices of the stream row, one block per
-// (slice, token), so a decode step's few tokens still spread over many SMs (one block per token
-// read its 1.5 MB of fn from one SM: ~330 us per site at batch 1). The split depends only on the
-// row width, never on T, so every row sums in the same order at any batch size.
+// (slice, group of tokens, mix chunk), so a decode step's few tokens still spread over many SMs (one
+// block per token read its 1.5 MB of fn from one SM: ~330 us per site at batch 1). The split depends
+// only on the row width, never on T, so every row sums in the same order at any batch size.
 constexpr std::int64_t kHcSplit = 512;
 constexpr int kPartialThreads = 512;  // one element of the slice per thread: all its loads in flight at once
+static_assert(kHcSplit == kPartialThreads, "hc_mix_partial_kernel: one slice element per thread");
+constexpr int kMaxGroup = 8;    // tokens per partial block: the block's fn slice is read once for all of them
+constexpr int kSumSlots = 16;   // kMixChunk mixes + Σ x², padded to a power of two for warp_sum16
 
 __host__ __device__ inline int hc_slices(std::int64_t width) {
   return static_cast<int>((width + kHcSplit - 1) / kHcSplit);
 }
 
-// grid (slices, T): partial[t, s, m] = Σ_{i in slice s} fn[m, i] · x[t, i] for every mix m, and
-// partial[t, s, n_mix] = Σ x[t, i]² over the slice.
-__global__ void __launch_bounds__(kPartialThreads, 2) hc_mix_partial_kernel(HcArgs a) {
-  __shared__ float red[kPartialThreads / 32][kMixChunk + 1];
+// Tokens per partial block at a T-token step: about 4 blocks of tokens per (slice, chunk), so batch
+// 32 runs 256 blocks (one wave at two per SM) and reads fn 4 times instead of 32. Any grouping gives
+// the same bits (every token sums alone), so this is free to follow T.
+int hc_partial_group(std::int64_t tokens) {
+  return static_cast<int>(std::min<std::int64_t>(kMaxGroup, std::max<std::int64_t>(1, (tokens + 3) / 4)));
+}
+
+// Slot of the warp total that warp_sum16 leaves in this lane (lanes l and l ^ 1 hold the same one).
+__device__ __forceinline__ int warp_sum16_slot(int lane) {
+  return ((lane >> 4) & 1) * 8 + ((lane >> 3) & 1) * 4 + ((lane >> 2) & 1) * 2 + ((lane >> 1) & 1);
+}
+
+// warp_sum() of 16 per-lane values at once, each total bit-identical to warp_sum's: level o pairs lane
+// l with l ^ o and adds the partner's value to its own, as warp_sum does, but a lane keeps only the
+// half of the values whose slot matches its bit o and receives the partner's copy of that half, so
+// the levels exchange 8 + 4 + 2 + 1 + 1 values instead of 16 × 5 (shuffles are one warp-instruction
+// per clock per SM: at batch 32 the 5-shuffle trees were ~8 us of each partial call).
+__device__ __forceinline__ float warp_sum16(float (&v)[kSumSlots]) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+#pragma unroll
+  for (int level = 0; level < 4; ++level) {
+    const int half = kSumSlots / 2 >> level, o = 16 >> level;
+    // Bit selects (one LOP3 each): a `?:` on the two array elements became a select of their
+    // addresses, which put v in local memory.
+    const std::uint32_t upper = (lane & o) != 0 ? 0xffffffffu : 0u;
+#pragma unroll
+    for (int j = 0; j < half; ++j) {
+      const std::uint32_t lo = __float_as_uint(v[j]), hi = __float_as_uint(v[j + half]);
+      const float send = __uint_as_float((lo & upper) | (hi & ~upper));
+      const float keep = __uint_as_float((hi & upper) | (lo & ~upper));
+      v[j] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+    }
+  }
+  return v[0] + __shfl_xor_sync(0xffffffffu, v[0], 1);
+}
+
+// grid (slices, token groups, mix chunks): partial[t, s, m] = Σ_{i in slice s} fn[m, i] · x[t, i] for
+// every mix m, and partial[t, s, n_mix] = Σ x[t, i]² over the slice. Each token of the group sums
+// exactly as a block of its own did: per thread one product fmaf(fn, x, 0), the warp's xor tree
+// (warp_sum16 == warp_sum), then the 16 warps in order — so the bits never depend on the group.
+__global__ void __launch_bounds__(kPartialThreads, 2) hc_mix_partial_kernel(HcArgs a, int group) {
+  __shared__ float red[kMaxGroup][kPartialThreads / 32][kMixChunk + 1];
   const int slice = blockIdx.x, slices = gridDim.x;
-  const std::int64_t t = blockIdx.y;
+  const std::int64_t t0 = static_cast<std::int64_t>(blockIdx.y) * group;
+  const int tokens = static_cast<int>(min(static_cast<std::int64_t>(group), a.x.rows - t0));
   const std::int64_t width = a.n * a.d;
   const int n_mix = a.head ? a.n : (2 + a.n) * a.n;
-  const std::int64_t begin = slice * kHcSplit, end = begin + kHcSplit < width ? begin + kHcSplit : width;
+  const std::int64_t i = slice * kHcSplit + threadIdx.x;
+  const bool live = i < width;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  float* out = a.partial + (t * slices + slice) * (n_mix + 1);
   // Grid z splits the mixes (kMixChunk per block) so a decode step's fn reads spread over twice the
   // SMs; each mix's partial is computed exactly as without the split. Block z = 0 writes Σ x².
-  const int m_begin = static_cast<int>(blockIdx.z) * kMixChunk;
-  for (int m0 = m_begin; m0 < n_mix && m0 < m_begin + kMixChunk; m0 += kMixChunk) {
-    float acc[kMixChunk];
+  const int m0 = static_cast<int>(blockIdx.z) * kMixChunk;
+  // Every load first (x as raw bits), so they are all in flight together.
+  std::uint32_t xb[kMaxGroup];
 #pragma unroll
-    for (int m = 0; m < kMixChunk; ++m) acc[m] = 0.0f;
-    float ss = 0.0f;
-    for (std::int64_t i = begin + threadIdx.x; i < end; i += kPartialThreads) {
-      // Every load first (x as raw bits), so they are all in flight together.
-      const std::uint32_t xb = load_bits(a.x, t, i);
-      const float* fn = a.fn + m0 * width + i;
-      float fv[kMixChunk];
+  for (int g = 0; g < kMaxGroup; ++g) xb[g] = live && g < tokens ? load_bits(a.x, t0 + g, i) : 0u;
+  float fv[kMixChunk];
 #pragma unroll
-      for (int m = 0; m < kMixChunk; ++m) fv[m] = m0 + m < n_mix ? fn[m * width] : 0.0f;
-      const float xv = bits_value(a.x, xb);
-      ss = fmaf(xv, xv, ss);
+  for (int m = 0; m < kMixChunk; ++m) fv[m] = live && m0 + m < n_mix ? a.fn[(m0 + m) * width + i] : 0.0f;
+  const int slot = warp_sum16_slot(lane);
 #pragma unroll
-      for (int m = 0; m < kMixChunk; ++m) acc[m] = fmaf(fv[m], xv, acc[m]);
+  for (int g = 0; g < kMaxGroup; ++g) {
+    if (g >= tokens) break;
+    float acc[kSumSlots];
+    const float xv = bits_value(a.x, xb[g]);
+#pragma unroll
+    for (int m = 0; m < kMixChunk; ++m) acc[m] = live ? fmaf(fv[m], xv, 0.0f) : 0.0f;
+    acc[kMixChunk] = live ? fmaf(xv, xv, 0.0f) : 0.0f;
+#pragma unroll
+    for (int m = kMixChunk + 1; m < kSumSlots; ++m) acc[m] = 0.0f;
+    const float v = warp_sum16(acc);
+    if ((lane & 1) == 0 && slot <= kMixChunk) red[g][warp][slot] = v;
+  }
+  __syncthreads();
+  const int g = static_cast<int>(threadIdx.x) / (kMixChunk + 1), m = static_cast<int>(threadIdx.x) % (kMixChunk + 1);
+  if (g < tokens) {
+    float total = 0.0f;
+    for (int w = 0; w < kPartialThreads / 32; ++w) total += red[g][w][m];
+    float* out = a.partial + ((t0 + g) * slices + slice) * (n_mix + 1);
+    if (m < kMixChunk) {
+      if (m0 + m < n_mix) out[m0 + m] = total;
+    } else if (m0 == 0) {
+      out[n_mix] = total;
     }
-#pragma unroll
-    for (int m = 0; m < kMixChunk; ++m) {
-      const float v = warp_sum(acc[m]);
-      if (lane == 0) red[warp][m] = v;
-    }
-    const float vs = warp_sum(ss);
-    if (lane == 0) red[warp][kMixChunk] = vs;
-    __syncthreads();
-    if (threadIdx.x <= kMixChunk) {
-      float total = 0.0f;
-      for (int w = 0; w < kPartialThreads / 32; ++w) total += red[w][threadIdx.x];
-      if (threadIdx.x < kMixChunk) {
-        if (m0 + static_cast<int>(threadIdx.x) < n_mix) out[m0 + threadIdx.x] = total;
-      } else if (m0 == 0) {
-        out[n_mix] = total;
-      }
-    }
-    __syncthreads();
   }
 }
 
-// One warp runs comb's Sinkhorn for n <= 5 (lane r·n + c holds comb[r][c]). Every row / column sum
-// walks its n entries in the serial reference's order through shuffles, so comb is bit-identical
-// to sinkhorn() above; the n·n divisions of a pass run in parallel instead of on one thread.
+// One warp runs comb's Sinkhorn for n <= 5 from registers (lane r·n + c holds comb[r][c]; other lanes
+// hold 0). Every row / column sum walks its n entries in the serial reference's order through
+// shuffles, so comb is bit-identical to sinkhorn() above; the n·n divisions of a pass run in parallel.
 template <int N>
-__device__ void sinkhorn_warp(float* comb, int iters, float eps) {
+__device__ float sinkhorn_warp(float v, int iters, float eps) {
   const int lane = threadIdx.x % 32;
   const int r = lane / N, c = lane % N;
-  const bool live = lane < N * N;
-  float v = live ? comb[lane] : 0.0f;
   auto row_sum = [&](float x) {
     float s = 0.0f;
 #pragma unroll
@@ -137,51 +174,87 @@ __device__ void sinkhorn_warp(float* comb, int iters, float eps) {
     if (it > 0) v /= row_sum(v) + eps;
     v /= col_sum(v) + eps;
   }
-  if (live) comb[lane] = v;
+  return v;
 }
 
-__device__ void sinkhorn_block(float* comb, int n, int iters, float eps) {
-  if (threadIdx.x >= 32) return;
-  switch (n) {
-    case 1: sinkhorn_warp<1>(comb, iters, eps); break;
-    case 2: sinkhorn_warp<2>(comb, iters, eps); break;
-    case 3: sinkhorn_warp<3>(comb, iters, eps); break;
-    case 4: sinkhorn_warp<4>(comb, iters, eps); break;
-    case 5: sinkhorn_warp<5>(comb, iters, eps); break;
-    default:
-      if (threadIdx.x == 0) sinkhorn(comb, n, iters, eps);
+constexpr int kFinishThreads = kNormThreads;  // collapse + fused norm threads (hc_pre / hc_mix add a Sinkhorn warp)
+constexpr int kPrefetch = 8;     // collapse columns per thread held in registers (D <= 4096 in one pass)
+constexpr int kSliceBatch = 32;  // slice partials one summing thread loads at once (V4-Flash: all 32)
+
+// Raw bits of columns tid + k · kFinishThreads of streams 0..n-1 of row r, branch-free: one address and
+// one predicated load each (load_bits per element put each load in a branch region of its own, ~12
+// instructions and a constant-cache wait apiece: ~1 us to issue a block's 40 loads).
+template <typename Bits, int Streams>
+__device__ __forceinline__ void prefetch_columns(const DevRows& m, std::int64_t r, std::int64_t d, int n,
+                                                 std::uint32_t (&out)[kPrefetch][Streams]) {
+  const Bits* row = static_cast<const Bits*>(m.base) + r * m.stride + threadIdx.x;
+#pragma unroll
+  for (int k = 0; k < kPrefetch; ++k) {
+    const bool live = threadIdx.x + k * kFinishThreads < d;
+#pragma unroll
+    for (int i = 0; i < Streams; ++i) out[k][i] = live && i < n ? row[i * d + k * kFinishThreads] : 0u;
   }
 }
 
-constexpr int kFinishThreads = kNormThreads;  // a fused norm sums like rms_norm_kernel
-constexpr int kPrefetch = 8;         // collapse columns per thread held in registers (D <= 4096 in one pass)
-constexpr int kStageFloats = 4096;   // partial sums staged in shared memory per group of slices
-
-// Loads count floats from src into shared dst with up to 8 loads in flight per thread.
-__device__ __forceinline__ void stage_floats(float* dst, const float* src, int count) {
-  for (int i0 = 0; i0 < count; i0 += 8 * kFinishThreads) {
-    float v[8];
-#pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      const int i = i0 + k * kFinishThreads + static_cast<int>(threadIdx.x);
-      v[k] = i < count ? src[i] : 0.0f;
-    }
-#pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      const int i = i0 + k * kFinishThreads + static_cast<int>(threadIdx.x);
-      if (i < count) dst[i] = v[k];
-    }
-  }
+// bar.sync 1 over the kFinishThreads collapse threads (the Sinkhorn warp never waits on them).
+__device__ __forceinline__ void collapse_barrier() {
+  asm volatile("bar.sync 1, %0;" ::"n"(kFinishThreads) : "memory");
 }
 
-// One block per token. The token's stream columns for the collapse are loaded first (they do not
-// depend on the coefficients, so their latency hides behind the rest); then the slices' partials
-// are summed in slice order, mixes[m] = (fn[m] · x) · rsqrt(mean(x²) + eps), pre (+ post, and
-// comb through Sinkhorn unless head), y = Σ_i pre_i x_i (skipped for hc_mix) and, when norm_w is
-// set, y ← rms_norm(y) with rms_norm_kernel's summation order (so the fusion is bit-identical to
-// hc_pre followed by rms_norm).
-__global__ void __launch_bounds__(kFinishThreads, 1) hc_mix_finish_kernel(HcArgs a, int slices) {
-  __shared__ float stage[kStageFloats];
+// block_sum over the collapse threads: rms_norm_kernel's order (a warp's xor tree, then the 16 warps
+// in order) with the barrier the Sinkhorn warp does not join.
+__device__ __forceinline__ float collapse_sum(float v, float* red) {
+  v = warp_sum(v);
+  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
+  collapse_barrier();
+  float total = 0.0f;
+  for (int w = 0; w < kFinishThreads / 32; ++w) total += red[w];
+  return total;
+}
+
+// The Sinkhorn warp: comb's logits (mv · scale + base, as the coefficient threads form pre and post)
+// straight into lanes, Sinkhorn, comb out. n > 5 runs the serial reference on lane 0 through comb_s.
+__device__ void finish_comb(const HcArgs& a, std::int64_t t, const float* mixes, float inv, float scale_v,
+                            float* comb_s) {
+  const int n = a.n, lane = static_cast<int>(threadIdx.x % 32), nn = n * n;
+  float* out = a.comb + t * nn;
+  if (n <= 5) {
+    const float base_v = lane < nn ? a.base[2 * n + lane] : 0.0f;
+    float v = 0.0f;
+    if (lane < nn) {
+      const float mv = mixes[2 * n + lane] * inv;
+      v = mv * scale_v + base_v;
+    }
+    switch (n) {
+      case 1: v = sinkhorn_warp<1>(v, a.iters, a.hc_eps); break;
+      case 2: v = sinkhorn_warp<2>(v, a.iters, a.hc_eps); break;
+      case 3: v = sinkhorn_warp<3>(v, a.iters, a.hc_eps); break;
+      case 4: v = sinkhorn_warp<4>(v, a.iters, a.hc_eps); break;
+      default: v = sinkhorn_warp<5>(v, a.iters, a.hc_eps); break;
+    }
+    if (lane < nn) out[lane] = v;
+    return;
+  }
+  for (int j = lane; j < nn; j += 32) {
+    const float mv = mixes[2 * n + j] * inv;
+    comb_s[j] = mv * scale_v + a.base[2 * n + j];
+  }
+  __syncwarp();
+  if (lane == 0) sinkhorn(comb_s, n, a.iters, a.hc_eps);
+  __syncwarp();
+  for (int j = lane; j < nn; j += 32) out[j] = comb_s[j];
+}
+
+// One block per token; critical path: slice partials -> mixes -> Sinkhorn (40 dependent shuffle
+// sums and IEEE divisions). The first threads load their mix's slice partials before anything else
+// and sum them in slice order; the collapse threads' stream columns and norm weight, needed only
+// after that, are in flight behind them. Then mixes[m] = (fn[m] · x) · rsqrt(mean(x²) + eps); an
+// extra warp (hc_pre / hc_mix only) runs comb's Sinkhorn while the kFinishThreads others form pre
+// and post, the collapse y = Σ_i pre_i x_i (skipped for hc_mix) and, when norm_w is set,
+// y ← rms_norm(y) with rms_norm_kernel's summation order (the fusion is bit-identical to hc_pre
+// followed by rms_norm). Every value is the same expression in the same order as when one warp
+// did it all; only the waiting overlaps.
+__global__ void __launch_bounds__(kFinishThreads + 32, 1) hc_mix_finish_kernel(HcArgs a, int slices) {
   __shared__ float mixes[kMaxMix + 1];
   __shared__ float pre[16];
   __shared__ float comb_s[16 * 16];
@@ -192,56 +265,58 @@ __global__ void __launch_bounds__(kFinishThreads, 1) hc_mix_finish_kernel(HcArgs
   const int n_mix = a.head ? n : (2 + n) * n;
   const int per = n_mix + 1;
   const bool collapse = a.y.base != nullptr;
-  const bool prefetch = collapse && n <= 4;
+  const bool prefetch = collapse && n <= 4 && tid < kFinishThreads;
   const bool norm = a.norm_w.base != nullptr;
-  // Raw bits first (load_bits): every load of the batch is in flight before any is used.
-  std::uint32_t xb[kPrefetch][4], wb[kPrefetch];
+  const float* part = a.partial + t * slices * per + tid;
+  // 1. This thread's mix partials (the critical path's first load), then everything else.
+  float pv[kSliceBatch];
+  auto load_partials = [&](int s0) {
+    const float* p = part + static_cast<std::int64_t>(s0) * per;
+    const int count = tid < per ? min(kSliceBatch, slices - s0) : 0;
+#pragma unroll
+    for (int k = 0; k < kSliceBatch; ++k) pv[k] = k < count ? p[static_cast<std::int64_t>(k) * per] : 0.0f;
+  };
+  load_partials(0);
+  std::uint32_t xb[kPrefetch][4], wb[kPrefetch][1] = {};
   if (prefetch) {
-#pragma unroll
-    for (int k = 0; k < kPrefetch; ++k) {
-      const std::int64_t c = tid + k * kFinishThreads;
-#pragma unroll
-      for (int i = 0; i < 4; ++i) xb[k][i] = (i < n && c < a.d) ? load_bits(a.x, t, i * a.d + c) : 0u;
-      wb[k] = norm && c < a.d ? load_bits(a.norm_w, 0, c) : 0u;
-    }
+    if (a.x.bf16) prefetch_columns<std::uint16_t, 4>(a.x, t, a.d, n, xb);
+    else prefetch_columns<std::uint32_t, 4>(a.x, t, a.d, n, xb);
+    if (norm && a.norm_w.bf16) prefetch_columns<std::uint16_t, 1>(a.norm_w, 0, a.d, 1, wb);
+    else if (norm) prefetch_columns<std::uint32_t, 1>(a.norm_w, 0, a.d, 1, wb);
   }
-  // This thread's coefficient parameters (read after the partial sums) are fetched now too.
-  const float base_v = tid < n_mix ? a.base[tid] : 0.0f;
-  const float scale_v = tid < n_mix ? a.scale[tid < n ? 0 : (tid < 2 * n ? 1 : 2)] : 0.0f;
-  const float* part = a.partial + t * slices * per;
-  const int group = kStageFloats / per;
-  float total = 0.0f;
-  for (int s0 = 0; s0 < slices; s0 += group) {
-    const int count = min(group, slices - s0);
-    stage_floats(stage, part + s0 * per, count * per);
-    __syncthreads();
-    if (tid < per) {
-#pragma unroll 8
-      for (int s = 0; s < count; ++s) total += stage[s * per + tid];
+  const int coef = tid < kFinishThreads ? tid : 2 * n;  // pre (< n), post (< 2n) or, for the Sinkhorn warp, comb
+  const float base_v = coef < n_mix && coef < 2 * n ? a.base[coef] : 0.0f;
+  const float scale_v = coef < n_mix ? a.scale[coef < n ? 0 : (coef < 2 * n ? 1 : 2)] : 0.0f;
+  // 2. mixes[m]: slice partials in slice order.
+  if (tid < per) {
+    float total = 0.0f;
+    for (int s0 = 0; s0 < slices; s0 += kSliceBatch) {
+      if (s0 > 0) load_partials(s0);
+#pragma unroll
+      for (int k = 0; k < kSliceBatch; ++k)
+        if (s0 + k < slices) total += pv[k];
     }
-    __syncthreads();
+    mixes[tid] = total;
   }
-  if (tid < per) mixes[tid] = total;
   __syncthreads();
   const float inv = 1.0f / sqrtf(mixes[n_mix] / static_cast<float>(width) + a.norm_eps);
-  if (tid < n_mix) {
+  if (tid >= kFinishThreads) {
+    finish_comb(a, t, mixes, inv, scale_v, comb_s);
+    return;
+  }
+  // 3. pre and post (the collapse needs only pre: it does not wait for Sinkhorn).
+  if (tid < n_mix && tid < 2 * n) {
     const float mv = mixes[tid] * inv;
     if (tid < n) {
       pre[tid] = sigmoidf(mv * scale_v + base_v) + a.hc_eps;
       if (a.pre != nullptr) a.pre[t * n + tid] = pre[tid];
-    } else if (tid < 2 * n) {
-      a.post[t * n + tid - n] = 2.0f * sigmoidf(mv * scale_v + base_v);
     } else {
-      comb_s[tid - 2 * n] = mv * scale_v + base_v;
+      a.post[t * n + tid - n] = 2.0f * sigmoidf(mv * scale_v + base_v);
     }
   }
-  __syncthreads();
-  if (!a.head) {
-    sinkhorn_block(comb_s, n, a.iters, a.hc_eps);
-    __syncthreads();
-    for (int i = tid; i < n * n; i += kFinishThreads) a.comb[t * n * n + i] = comb_s[i];
-  }
   if (!collapse) return;  // hc_mix: the collapse happens one site later
+  collapse_barrier();
+  // 4. The collapse and the fused norm.
   float yv[kPrefetch];
   float ss = 0.0f;
   const std::int64_t rest = prefetch ? static_cast<std::int64_t>(kPrefetch) * kFinishThreads : 0;
@@ -268,13 +343,13 @@ __global__ void __launch_bounds__(kFinishThreads, 1) hc_mix_finish_kernel(HcArgs
     ss = fmaf(r, r, ss);
   }
   if (!norm) return;
-  ss = block_sum(ss, red);
+  ss = collapse_sum(ss, red);
   const float rinv = 1.0f / sqrtf(ss / static_cast<float>(a.d) + a.rms_eps);
   if (prefetch) {
 #pragma unroll
     for (int k = 0; k < kPrefetch; ++k) {
       const std::int64_t c = tid + k * kFinishThreads;
-      if (c < a.d) store_elem(a.y, t, c, bits_value(a.norm_w, wb[k]) * (yv[k] * rinv));
+      if (c < a.d) store_elem(a.y, t, c, bits_value(a.norm_w, wb[k][0]) * (yv[k] * rinv));
     }
   }
   for (std::int64_t c = rest + tid; c < a.d; c += kFinishThreads)
@@ -477,11 +552,14 @@ void launch_hc_mix(const HcArgs& args, cudaStream_t stream) {
   if (args.x.rows == 0) return;
   const int slices = hc_slices(static_cast<std::int64_t>(args.n) * args.d);
   const int n_mix = args.head ? args.n : (2 + args.n) * args.n;
-  if (!launch_hc_mix_partial_prefill(args, kHcSplit, kPartialThreads, stream))  // prefill: fn read per 64 tokens
-    hc_mix_partial_kernel<<<dim3(static_cast<unsigned>(slices), static_cast<unsigned>(args.x.rows),
-                                 static_cast<unsigned>((n_mix + kMixChunk - 1) / kMixChunk)),
-                            kPartialThreads, 0, stream>>>(args);
-  hc_mix_finish_kernel<<<static_cast<unsigned>(args.x.rows), kFinishThreads, 0, stream>>>(args, slices);
+  if (!launch_hc_mix_partial_prefill(args, kHcSplit, kPartialThreads, stream)) {  // prefill: fn read per 64 tokens
+    const int group = hc_partial_group(args.x.rows);
+    const dim3 grid(static_cast<unsigned>(slices), static_cast<unsigned>((args.x.rows + group - 1) / group),
+                    static_cast<unsigned>((n_mix + kMixChunk - 1) / kMixChunk));
+    hc_mix_partial_kernel<<<grid, kPartialThreads, 0, stream>>>(args, group);
+  }
+  const int finish_threads = args.head ? kFinishThreads : kFinishThreads + 32;  // + the Sinkhorn warp
+  hc_mix_finish_kernel<<<static_cast<unsigned>(args.x.rows), finish_threads, 0, stream>>>(args, slices);
 }
 
 void launch_hc_post(const DevRows& f, const DevRows& residual, const float* post, const float* comb, int n,
