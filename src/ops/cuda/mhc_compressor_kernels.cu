@@ -53,6 +53,7 @@ constexpr int kPartialThreads = 512;  // one element of the slice per thread: al
 static_assert(kHcSplit == kPartialThreads, "hc_mix_partial_kernel: one slice element per thread");
 constexpr int kMaxGroup = 8;    // tokens per partial block: the block's fn slice is read once for all of them
 constexpr int kSumSlots = 16;   // kMixChunk mixes + Σ x², padded to a power of two for warp_sum16
+static_assert(kSumSlots == 16 && kMixChunk + 1 <= kSumSlots, "warp_sum16 reduces 16 slots");
 
 __host__ __device__ inline int hc_slices(std::int64_t width) {
   return static_cast<int>((width + kHcSplit - 1) / kHcSplit);
@@ -153,16 +154,19 @@ template <int N>
 __device__ float sinkhorn_warp(float v, int iters, float eps) {
   const int lane = threadIdx.x % 32;
   const int r = lane / N, c = lane % N;
+  // The reference's sums start from 0.0f; starting from the first entry instead drops one dependent
+  // add per sum (40 in the chain) and is exact: 0.0f + e == e for every entry here (exponentials and
+  // quotients of them, never -0.0f).
   auto row_sum = [&](float x) {
-    float s = 0.0f;
+    float s = __shfl_sync(0xffffffffu, x, (r * N) & 31);
 #pragma unroll
-    for (int j = 0; j < N; ++j) s += __shfl_sync(0xffffffffu, x, (r * N + j) & 31);
+    for (int j = 1; j < N; ++j) s += __shfl_sync(0xffffffffu, x, (r * N + j) & 31);
     return s;
   };
   auto col_sum = [&](float x) {
-    float s = 0.0f;
+    float s = __shfl_sync(0xffffffffu, x, c & 31);
 #pragma unroll
-    for (int j = 0; j < N; ++j) s += __shfl_sync(0xffffffffu, x, (j * N + c) & 31);
+    for (int j = 1; j < N; ++j) s += __shfl_sync(0xffffffffu, x, (j * N + c) & 31);
     return s;
   };
   float mx = __shfl_sync(0xffffffffu, v, (r * N) & 31);
