@@ -4,7 +4,8 @@
 // Every time is the median of CUDA-graph replays (ops::cuda_time). Prints markdown tables.
 // usage: ops_cuda_bench [--quick | --attention (that section alone) | --gemm (ceilings, GEMMs, experts) |
 //                        --moe (ceilings, routed experts at decode sizes) | --moe-wgmma [--act32] (the
-//                        experts' wgmma kernel forms, CudaBackendOptions::moe_fp4_wgmma_variant; --act32: V4.1's
+//                        experts' wgmma kernel forms, CudaBackendOptions::moe_fp4_wgmma_variant, K chunks /
+//                        split and dependent launch; --act32: V4.1's
 //                        act block 32, skinny vs wgmma) | --moe-trace (experts, default vs
 //                        the bulk-copy kernel, a 30 ms pause after each timing: for a kernel trace) |
 //                        --decode (ceilings, decode linears of 1..32 rows, fp8 to 64, streamed from HBM) |
@@ -519,8 +520,27 @@ int main(int argc, char** argv) {
       for (int v = 0; v < kMoeFp4WgmmaVariants; ++v) {
         CudaBackendOptions o;
         o.moe_fp4_wgmma_variant = v;
+        o.moe_fp4_wgmma_splits = 0;  // (K chunks run the default form whatever the variant)
         forms.push_back(make_cuda_backend(o));
         labels.push_back("wgmma v" + std::to_string(v));
+      }
+      // The default form with K chunks (moe_fp4_wgmma_splits -1: one CTA per chunk while the grid is small;
+      // 'split always': at every size) and / or the programmatic dependent launch.
+      const struct {
+        const char* label;
+        int splits, split_ctas;
+        bool dependent;
+      } extras[] = {{"split", -1, 16, false},
+                    {"split always", -1, 1 << 20, false},
+                    {"dependent", 0, 16, true},
+                    {"split + dependent", -1, 16, true}};
+      for (const auto& e : extras) {
+        CudaBackendOptions o;
+        o.moe_fp4_wgmma_splits = e.splits;
+        o.moe_fp4_wgmma_split_ctas = e.split_ctas;
+        o.moe_fp4_wgmma_dependent = e.dependent;
+        forms.push_back(make_cuda_backend(o));
+        labels.emplace_back(e.label);
       }
       for (std::size_t v = 0; v < forms.size(); ++v) paths.push_back({labels[v].c_str(), forms[v].get()});
       CudaBackendOptions mma;

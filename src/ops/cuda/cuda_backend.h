@@ -87,6 +87,19 @@ struct CudaBackendOptions {
   // at 8..128 tokens: form 3 is the default. 6 / 7 (written after that run, not yet timed): form 2 with
   // the weight scales streamed per stage and unpadded swizzled rows, 7 stages at 5 CTAs/SM / 9 at 4.
   int moe_fp4_wgmma_variant = 3;  // 0 .. kMoeFp4WgmmaVariants - 1
+  // That kernel's K order and split (moe_fp4_wgmma.cu MoeFp4WgmmaSplit): K in this many chunks per
+  // GEMM (0 = one chunk, the plain ascending-K sum; -1 = auto from K alone: 4 chunks of >= 512 K), each
+  // chunk summed from 0, the chunk sums added in order; a launch whose unsplit grid has at most
+  // moe_fp4_wgmma_split_ctas CTAs per SM runs one CTA per chunk (the last of each tile adds the chunk
+  // sums: the same bits), others one CTA per tile walking every chunk. The order depends on K only,
+  // so a token keeps its bits alone and in any batch. Written 2026-11-30 for batch-1 decode (T = 1:
+  // 384 CTAs per expert GEMM on ~660 slots); timed by ops_cuda_bench --moe-wgmma ('split').
+  int moe_fp4_wgmma_splits = 0;
+  int moe_fp4_wgmma_split_ctas = 16;
+  // Its launches as programmatic dependents of the kernel before them (the act quant before w1 / w3,
+  // the SwiGLU before w2): each CTA reads its item and streams its first weight stages and scales
+  // while that kernel finishes, the activations after griddepcontrol.wait. Same results.
+  bool moe_fp4_wgmma_dependent = false;
   // V4.1's experts (act block 32, the same fp4 weights) through that kernel's register-A form (per-32-K
   // act scales applied with the per-32-K weight scales), items of <= 16 rows; else the generic skinny
   // kernel. Off until ops_cuda_parity_test MoeFp4WgmmaActBlock32* has passed on a device (written

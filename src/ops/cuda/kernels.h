@@ -247,8 +247,26 @@ void launch_skinny_fp4_tma(int group_rows, int stages, const SkinnyGemmArgs& arg
 // --moe-wgmma). args.act_block 32 (V4.1) too, for group_rows <= 16 only (the register-A form).
 constexpr std::int64_t kMoeFp4WgmmaMaxK = 16384;
 bool moe_fp4_wgmma_fits(std::int64_t n, std::int64_t k, const DevWeight& w);
-void launch_moe_fp4_wgmma(int group_rows, int variant, const SkinnyGemmArgs& args, int grid_y, int grid_z,
-                          cudaStream_t stream);
+// Its K order: K in chunks of chunk_tiles 128-K tiles (the last may be shorter), each chunk's 32-K
+// partials summed from 0 in ascending K, the chunk sums added in ascending chunk order (chunk_tiles >=
+// K / 128: one chunk, the plain ascending-K sum). splits 1: one CTA walks every chunk; splits = the
+// chunk count: one CTA per chunk (grid x = tiles x splits), each writes its chunk sum to partial
+// [set][chunk][placed row][n] f32 and the last CTA of each (tile, item, set) to count in on flags
+// [(set x grid_y + item) x tiles + tile] (zeroed; it leaves them zero) adds them in chunk order: the
+// same bits as splits 1. dependent: launched as a programmatic dependent of the kernel before it (it
+// reads the items, the weights and their scales first, the activations after griddepcontrol.wait).
+struct MoeFp4WgmmaSplit {
+  int chunk_tiles = 1 << 30;
+  int splits = 1;
+  float* partial = nullptr;
+  int* flags = nullptr;
+  std::int64_t rows = 0;  // placed rows (the partials' row count)
+  bool dependent = false;
+};
+// 128-K tiles per chunk for K: requested chunks (0: one chunk; < 0: auto, 4 chunks of >= 4 tiles).
+int moe_fp4_wgmma_chunk_tiles(std::int64_t k, int requested);
+void launch_moe_fp4_wgmma(int group_rows, int variant, const SkinnyGemmArgs& args, const MoeFp4WgmmaSplit& split,
+                          int grid_y, int grid_z, cudaStream_t stream);
 
 // ---- attention ------------------------------------------------------------------------------------
 constexpr int kMaxAttnSources = 4;

@@ -1,6 +1,7 @@
 // MoE on the GPU: the router (score function, bias-corrected or hash selection, normalised
 // weights), the deterministic grouping of (token, slot) pairs by expert that feeds the grouped
 // GEMM, the SwiGLU between the expert GEMMs and the per-token combine in ascending expert order.
+#include "ops/cuda/dependent_launch.cuh"
 #include "ops/cuda/device_formats.cuh"
 #include "ops/cuda/kernels.h"
 
@@ -207,6 +208,9 @@ __global__ void __launch_bounds__(kSortThreads) moe_sort_kernel(MoeSortArgs a) {
 // One block per placed row: h = round(w · silu(min(g, L)) · clamp(u, ±L)) in the intermediate
 // dtype, FP8 fake quant per act block, bf16 into the w2 GEMM's A operand (zero padded to ld).
 __global__ void moe_swiglu_kernel(MoeSwigluArgs a) {
+  // The w2 GEMM launched as this kernel's dependent (moe_fp4_wgmma.cu) may start streaming its weights
+  // now; it waits for this grid's completion before it reads the codes.
+  allow_dependents_early();
   extern __shared__ float h[];
   const std::int64_t p = blockIdx.x;
   const float rw = a.rw[p];
@@ -257,6 +261,7 @@ __global__ void moe_swiglu_kernel(MoeSwigluArgs a) {
 // inter), one 128-thread block per (placed row, act block): every value is one thread's, so a decode
 // step's few rows spread over many SMs. Same formulas; the block max is order-independent.
 __global__ void __launch_bounds__(128) moe_swiglu_codes128_kernel(MoeSwigluArgs a) {
+  allow_dependents_early();  // (as moe_swiglu_kernel)
   __shared__ float wmax[4];
   const std::int64_t p = blockIdx.x;
   const std::int64_t j = static_cast<std::int64_t>(blockIdx.y) * 128 + threadIdx.x;
