@@ -524,14 +524,17 @@ int main(int argc, char** argv) {
         forms.push_back(make_cuda_backend(o));
         labels.push_back("wgmma v" + std::to_string(v));
       }
-      // The default form with K chunks (moe_fp4_wgmma_splits -1: one CTA per chunk while the grid is small;
-      // 'split always': at every size) and / or the programmatic dependent launch.
+      // The default form with K chunks (moe_fp4_wgmma_splits -1: 4 chunks of >= 512 K, one CTA per chunk
+      // while the grid has <= 16 CTAs per SM; 'split always': at every size; 2 / 8 chunks) and / or the
+      // programmatic dependent launch.
       const struct {
         const char* label;
         int splits, split_ctas;
         bool dependent;
       } extras[] = {{"split", -1, 16, false},
                     {"split always", -1, 1 << 20, false},
+                    {"split 2 chunks", 2, 16, false},
+                    {"split 8 chunks", 8, 16, false},
                     {"dependent", 0, 16, true},
                     {"split + dependent", -1, 16, true}};
       for (const auto& e : extras) {
