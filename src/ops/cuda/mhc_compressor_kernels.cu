@@ -3,6 +3,7 @@
 // group a row completes, then each sequence's ring keeps its last rows.
 #include <algorithm>
 
+#include "ops/cuda/dependent_launch.cuh"
 #include "ops/cuda/device_formats.cuh"
 #include "ops/cuda/kernels.h"
 
@@ -112,13 +113,17 @@ __global__ void __launch_bounds__(kPartialThreads, 2) hc_mix_partial_kernel(HcAr
   // Grid z splits the mixes (kMixChunk per block) so a decode step's fn reads spread over twice the
   // SMs; each mix's partial is computed exactly as without the split. Block z = 0 writes Σ x².
   const int m0 = static_cast<int>(blockIdx.z) * kMixChunk;
-  // Every load first (x as raw bits), so they are all in flight together.
-  std::uint32_t xb[kMaxGroup];
-#pragma unroll
-  for (int g = 0; g < kMaxGroup; ++g) xb[g] = live && g < tokens ? load_bits(a.x, t0 + g, i) : 0u;
+  // Every load first (x as raw bits), so they are all in flight together. fn is a weight: launched as a
+  // programmatic dependent (launch_hc_mix), the block reads it while the kernel that wrote x is still
+  // finishing, and waits for that kernel only before its first read of x (and before any write).
   float fv[kMixChunk];
 #pragma unroll
   for (int m = 0; m < kMixChunk; ++m) fv[m] = live && m0 + m < n_mix ? a.fn[(m0 + m) * width + i] : 0.0f;
+  grid_dependency_wait();
+  allow_dependents_early();  // the finish kernel may start: it reads nothing but weights before its own wait
+  std::uint32_t xb[kMaxGroup];
+#pragma unroll
+  for (int g = 0; g < kMaxGroup; ++g) xb[g] = live && g < tokens ? load_bits(a.x, t0 + g, i) : 0u;
   const int slot = warp_sum16_slot(lane);
 #pragma unroll
   for (int g = 0; g < kMaxGroup; ++g) {
@@ -272,7 +277,16 @@ __global__ void __launch_bounds__(kFinishThreads + 32, 1) hc_mix_finish_kernel(H
   const bool prefetch = collapse && n <= 4 && tid < kFinishThreads;
   const bool norm = a.norm_w.base != nullptr;
   const float* part = a.partial + t * slices * per + tid;
-  // 1. This thread's mix partials (the critical path's first load), then everything else.
+  // 1. Weights (norm weight, coefficient parameters): launched as a programmatic dependent of the
+  // partial kernel, the block may load them while that kernel still runs. After the wait: this
+  // thread's mix partials (the critical path's first load), then the stream columns behind them.
+  std::uint32_t xb[kPrefetch][4], wb[kPrefetch][1] = {};
+  if (prefetch && norm && a.norm_w.bf16) prefetch_columns<std::uint16_t, 1>(a.norm_w, 0, a.d, 1, wb);
+  else if (prefetch && norm) prefetch_columns<std::uint32_t, 1>(a.norm_w, 0, a.d, 1, wb);
+  const int coef = tid < kFinishThreads ? tid : 2 * n;  // pre (< n), post (< 2n) or, for the Sinkhorn warp, comb
+  const float base_v = coef < n_mix && coef < 2 * n ? a.base[coef] : 0.0f;
+  const float scale_v = coef < n_mix ? a.scale[coef < n ? 0 : (coef < 2 * n ? 1 : 2)] : 0.0f;
+  grid_dependency_wait();
   float pv[kSliceBatch];
   auto load_partials = [&](int s0) {
     const float* p = part + static_cast<std::int64_t>(s0) * per;
@@ -281,16 +295,8 @@ __global__ void __launch_bounds__(kFinishThreads + 32, 1) hc_mix_finish_kernel(H
     for (int k = 0; k < kSliceBatch; ++k) pv[k] = k < count ? p[static_cast<std::int64_t>(k) * per] : 0.0f;
   };
   load_partials(0);
-  std::uint32_t xb[kPrefetch][4], wb[kPrefetch][1] = {};
-  if (prefetch) {
-    if (a.x.bf16) prefetch_columns<std::uint16_t, 4>(a.x, t, a.d, n, xb);
-    else prefetch_columns<std::uint32_t, 4>(a.x, t, a.d, n, xb);
-    if (norm && a.norm_w.bf16) prefetch_columns<std::uint16_t, 1>(a.norm_w, 0, a.d, 1, wb);
-    else if (norm) prefetch_columns<std::uint32_t, 1>(a.norm_w, 0, a.d, 1, wb);
-  }
-  const int coef = tid < kFinishThreads ? tid : 2 * n;  // pre (< n), post (< 2n) or, for the Sinkhorn warp, comb
-  const float base_v = coef < n_mix && coef < 2 * n ? a.base[coef] : 0.0f;
-  const float scale_v = coef < n_mix ? a.scale[coef < n ? 0 : (coef < 2 * n ? 1 : 2)] : 0.0f;
+  if (prefetch && a.x.bf16) prefetch_columns<std::uint16_t, 4>(a.x, t, a.d, n, xb);
+  else if (prefetch) prefetch_columns<std::uint32_t, 4>(a.x, t, a.d, n, xb);
   // 2. mixes[m]: slice partials in slice order.
   if (tid < per) {
     float total = 0.0f;
@@ -560,10 +566,11 @@ void launch_hc_mix(const HcArgs& args, cudaStream_t stream) {
     const int group = hc_partial_group(args.x.rows);
     const dim3 grid(static_cast<unsigned>(slices), static_cast<unsigned>((args.x.rows + group - 1) / group),
                     static_cast<unsigned>((n_mix + kMixChunk - 1) / kMixChunk));
-    hc_mix_partial_kernel<<<grid, kPartialThreads, 0, stream>>>(args, group);
+    launch_dependent(hc_mix_partial_kernel, grid, dim3(kPartialThreads), 0, stream, true, args, group);
   }
   const int finish_threads = args.head ? kFinishThreads : kFinishThreads + 32;  // + the Sinkhorn warp
-  hc_mix_finish_kernel<<<static_cast<unsigned>(args.x.rows), finish_threads, 0, stream>>>(args, slices);
+  launch_dependent(hc_mix_finish_kernel, dim3(static_cast<unsigned>(args.x.rows)), dim3(finish_threads), 0, stream,
+                   true, args, slices);
 }
 
 void launch_hc_post(const DevRows& f, const DevRows& residual, const float* post, const float* comb, int n,
