@@ -525,14 +525,14 @@ int main(int argc, char** argv) {
         labels.push_back("wgmma v" + std::to_string(v));
       }
       // The default form with K chunks (moe_fp4_wgmma_splits -1: 4 chunks of >= 512 K, one CTA per chunk
-      // while the grid has <= 16 CTAs per SM; 'split always': at every size; 2 / 8 chunks) and / or the
+      // while the grid has <= 16 CTAs per SM; then up to the 8192 tile counters; 2 / 8 chunks) and / or the
       // programmatic dependent launch.
       const struct {
         const char* label;
         int splits, split_ctas;
         bool dependent;
       } extras[] = {{"split", -1, 16, false},
-                    {"split always", -1, 1 << 20, false},
+                    {"split to 8192 CTAs", -1, 1 << 20, false},
                     {"split 2 chunks", 2, 16, false},
                     {"split 8 chunks", 8, 16, false},
                     {"dependent", 0, 16, true},
