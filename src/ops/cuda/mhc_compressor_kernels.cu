@@ -255,9 +255,9 @@ __device__ void finish_comb(const HcArgs& a, std::int64_t t, const float* mixes,
 }
 
 // One block per token; critical path: slice partials -> mixes -> Sinkhorn (40 dependent shuffle
-// sums and IEEE divisions). The first threads load their mix's slice partials before anything else
-// and sum them in slice order; the collapse threads' stream columns and norm weight, needed only
-// after that, are in flight behind them. Then mixes[m] = (fn[m] · x) · rsqrt(mean(x²) + eps); an
+// sums and IEEE divisions). After the wait for the partial kernel, the first threads load their
+// mix's slice partials before anything else and sum them in slice order; the collapse threads'
+// stream columns, needed only after that, are in flight behind them. Then mixes[m] = (fn[m] · x) · rsqrt(mean(x²) + eps); an
 // extra warp (hc_pre / hc_mix only) runs comb's Sinkhorn while the kFinishThreads others form pre
 // and post, the collapse y = Σ_i pre_i x_i (skipped for hc_mix) and, when norm_w is set,
 // y ← rms_norm(y) with rms_norm_kernel's summation order (the fusion is bit-identical to hc_pre
@@ -288,11 +288,15 @@ __global__ void __launch_bounds__(kFinishThreads + 32, 1) hc_mix_finish_kernel(H
   const float scale_v = coef < n_mix ? a.scale[coef < n ? 0 : (coef < 2 * n ? 1 : 2)] : 0.0f;
   grid_dependency_wait();
   float pv[kSliceBatch];
+  // Only the first warp(s) hold a mix: the others skip the batch instead of issuing it predicated off
+  // (their instructions would share warp 0's scheduler while its loads are being issued).
   auto load_partials = [&](int s0) {
+    if (tid >= per) return;
     const float* p = part + static_cast<std::int64_t>(s0) * per;
-    const int count = tid < per ? min(kSliceBatch, slices - s0) : 0;
+    asm("" : "+l"(p));  // kept in registers: re-derived from the kernel parameters it cost ~9 instructions a load
+    const int count = min(kSliceBatch, slices - s0);
 #pragma unroll
-    for (int k = 0; k < kSliceBatch; ++k) pv[k] = k < count ? p[static_cast<std::int64_t>(k) * per] : 0.0f;
+    for (int k = 0; k < kSliceBatch; ++k) pv[k] = k < count ? __ldcg(p + k * per) : 0.0f;  // another grid's: L2
   };
   load_partials(0);
   if (prefetch && a.x.bf16) prefetch_columns<std::uint16_t, 4>(a.x, t, a.d, n, xb);
