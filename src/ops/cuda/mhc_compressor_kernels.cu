@@ -257,12 +257,12 @@ __device__ void finish_comb(const HcArgs& a, std::int64_t t, const float* mixes,
 // One block per token; critical path: slice partials -> mixes -> Sinkhorn (40 dependent shuffle
 // sums and IEEE divisions). After the wait for the partial kernel, the first threads load their
 // mix's slice partials before anything else and sum them in slice order; the collapse threads'
-// stream columns, needed only after that, are in flight behind them. Then mixes[m] = (fn[m] · x) · rsqrt(mean(x²) + eps); an
-// extra warp (hc_pre / hc_mix only) runs comb's Sinkhorn while the kFinishThreads others form pre
-// and post, the collapse y = Σ_i pre_i x_i (skipped for hc_mix) and, when norm_w is set,
-// y ← rms_norm(y) with rms_norm_kernel's summation order (the fusion is bit-identical to hc_pre
-// followed by rms_norm). Every value is the same expression in the same order as when one warp
-// did it all; only the waiting overlaps.
+// stream columns, needed only after that, are in flight behind them. Then mixes[m] = (fn[m] · x) ·
+// rsqrt(mean(x²) + eps); an extra warp (hc_pre / hc_mix only) runs comb's Sinkhorn while the
+// kFinishThreads others form pre and post, the collapse y = Σ_i pre_i x_i (skipped for hc_mix) and,
+// when norm_w is set, y ← rms_norm(y) with rms_norm_kernel's summation order (the fusion is
+// bit-identical to hc_pre followed by rms_norm). Every value is the same expression in the same
+// order as when one warp did it all; only the waiting overlaps.
 __global__ void __launch_bounds__(kFinishThreads + 32, 1) hc_mix_finish_kernel(HcArgs a, int slices) {
   __shared__ float mixes[kMaxMix + 1];
   __shared__ float pre[16];
