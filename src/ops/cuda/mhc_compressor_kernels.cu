@@ -380,6 +380,9 @@ __global__ void __launch_bounds__(kPostThreads) hc_post_kernel(DevRows f, DevRow
                                                                const float* comb, int n, std::int64_t d, DevRows out) {
   __shared__ float comb_s[16 * 16];
   __shared__ float post_s[16];
+  // A programmatic dependent (launch_hc_post) that reads nothing before the previous kernel completes:
+  // it is only resident early, so its launch overlaps that kernel's last CTAs.
+  grid_dependency_wait();
   const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * kPostThreads + threadIdx.x;
   const bool live = i < d;
   for (std::int64_t t = blockIdx.y; t < residual.rows; t += gridDim.y) {
@@ -583,7 +586,7 @@ void launch_hc_post(const DevRows& f, const DevRows& residual, const float* post
   if (total == 0) return;
   const dim3 grid(static_cast<unsigned>((d + kPostThreads - 1) / kPostThreads),
                   static_cast<unsigned>(std::min<std::int64_t>(residual.rows, 65535)));
-  hc_post_kernel<<<grid, kPostThreads, 0, stream>>>(f, residual, post, comb, n, d, out);
+  launch_dependent(hc_post_kernel, grid, dim3(kPostThreads), 0, stream, true, f, residual, post, comb, n, d, out);
 }
 
 void launch_hc_collapse(const DevRows& x, const float* pre, int n, std::int64_t d, const DevRows& y,
