@@ -343,9 +343,9 @@ TEST(CudaGraph, ScratchGrowthDuringCaptureIsAnErrorNamingTheOp) {
 
 TEST(CudaGraph, DependentLaunchedWgmmaLinearsReplayBitForBit) {
   DEEPINFER_REQUIRE_GPU();
-  // The FP8 decode GEMM on wgmma is launched as a programmatic dependent of its act quant (and sums
-  // its K split in the kernel): captured, the dependency becomes a programmatic graph edge. Two
-  // chained linears (one split over K, one not) replayed over new inputs give the eager bits.
+  // The FP8 decode GEMM on wgmma is launched as a programmatic dependent of its act quant: captured,
+  // the dependency becomes a programmatic graph edge. Two chained linears (one split over K, one not)
+  // replayed over new inputs give the eager bits.
   Backend& be = gpu();
   constexpr std::int64_t kM = 3, kD = 4096, kH = 1024;
   LinearWeight w1 = to_gpu(test::quantize_fp8_block(test::random_tensor(Shape{kH, kD}, 21, 0.05f), 128));

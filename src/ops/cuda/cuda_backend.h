@@ -56,8 +56,10 @@ struct CudaBackendOptions {
   // off. Ignored in batch-invariant mode (above 64 rows other kernels sum in other orders).
   bool fp8_wgmma_decode = true;
   // Its K-split partials summed by the last CTA of each tile (fp8_wgmma_decode.cu finish_splits)
-  // instead of a separate reduce launch; the same sums in the same order (bit-identical).
-  bool fp8_wgmma_fixup = true;
+  // instead of a separate reduce launch; the same sums in the same order (bit-identical). Off: on the
+  // H200 (2026-11-30, 4-layer V4 decode) it gained nothing at batch 1 (1.33 ms both) and lost at 8 / 32
+  // (2.53 vs 2.49, 5.61 vs 5.42 ms): one CTA summing 32 rows x splits is slower than the reduce launch.
+  bool fp8_wgmma_fixup = false;
   // Kernels that stream immutable weights launched as programmatic dependents of the kernel before them
   // (sm_90+; dependent_launch.cuh): the FP8 wgmma decode GEMM fills its weight pipeline while the act
   // quant before it runs, instead of after a full kernel boundary. Same results.
@@ -93,18 +95,22 @@ struct CudaBackendOptions {
   // moe_fp4_wgmma_split_ctas CTAs per SM runs one CTA per chunk (the last of each tile adds the chunk
   // sums: the same bits), others one CTA per tile walking every chunk. The order depends on K only,
   // so a token keeps its bits alone and in any batch. Written 2026-11-30 for batch-1 decode (T = 1:
-  // 384 CTAs per expert GEMM on ~660 slots); timed by ops_cuda_bench --moe-wgmma ('split').
+  // 384 CTAs per expert GEMM on ~660 slots); timed by ops_cuda_bench --moe-wgmma ('split'): slower at
+  // every T on the H200 (T = 1: 86.1 vs 80.7 us; 32: 1016 vs 930), so off.
   int moe_fp4_wgmma_splits = 0;
   int moe_fp4_wgmma_split_ctas = 16;
   // Its launches as programmatic dependents of the kernel before them (the act quant before w1 / w3,
   // the SwiGLU before w2): each CTA reads its item and streams its first weight stages and scales
-  // while that kernel finishes, the activations after griddepcontrol.wait. Same results.
+  // while that kernel finishes, the activations after griddepcontrol.wait. Same results. Measured
+  // within noise of the plain launch on the H200 (T = 1: 79.3 vs 80.7 us; 8: 345.6 vs 349.3; 128:
+  // 1687 vs 1677), so off.
   bool moe_fp4_wgmma_dependent = false;
   // V4.1's experts (act block 32, the same fp4 weights) through that kernel's register-A form (per-32-K
   // act scales applied with the per-32-K weight scales), items of <= 16 rows; else the generic skinny
-  // kernel. Off until ops_cuda_parity_test MoeFp4WgmmaActBlock32* has passed on a device (written
-  // 2026-11-30 after the session's last device call).
-  bool moe_fp4_wgmma_act32 = false;
+  // kernel. Its parity tests pass on the H200 and it is 1.5-1.9x faster than the skinny kernel (T = 32:
+  // 994 vs 1804 us); V4.1 decode, 4 layers: 1.93 / 4.97 / 12.93 -> 1.77 / 3.59 / 8.41 ms at batch
+  // 1 / 8 / 32 (2026-11-30). On.
+  bool moe_fp4_wgmma_act32 = true;
   // Prefill: fp4 experts with at least this many rows per expert on average (0 = off) go through the
   // grouped GEMM that widens each weight tile to bf16 once per 128-row item (moe_prefill_kernels.cu,
   // mma.sync: bit-identical to the batch-invariant mma.sync pipeline, so that mode takes it too).
