@@ -1,4 +1,4 @@
-# Steps shared by the one-call device scripts of the wgmma kernels (run_wgmma_experts.sh): source it
+# Steps shared by the one-call device scripts of the wgmma kernels (run_decode_gemms.sh, run_moe_wgmma.sh): source it
 # from the repo root with $out set. Each step logs under $out and prints a one-line status.
 # shellcheck shell=bash
 
