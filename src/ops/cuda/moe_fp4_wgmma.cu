@@ -292,6 +292,18 @@ __device__ __forceinline__ void store_result(const SkinnyGemmArgs& args, const M
   }
 }
 
+// A kernel's end: the ring's last copies drained, then its outputs (chunked: the chunk sums, split or not).
+template <int NT, bool CH, int R>
+__device__ __forceinline__ void finish_cta(const SkinnyGemmArgs& args, const MoeFp4WgmmaSplit& sp,
+                                           const ChunkSum<R>& chunk, const float (&acc)[R], const CtaTile& t) {
+  cp_async_wait_group<0>();
+  if constexpr (CH) {
+    store_result<NT>(args, sp, chunk.total, t);
+  } else {
+    store_tile<NT>(args, acc, t);
+  }
+}
+
 // wgmma m64nNk32 e4m3 x e4m3 -> f32 (wgmma_sm90.cuh's wgmma_e4m3 with acc_in = 0: scale-d false, D =
 // A·B, a fresh partial per 32-K weight-scale block). Accumulator fragment (the PTX ISA's m64nN f32 D
 // layout, as moe_prefill_wgmma.cu's verified bf16 one): warp w of the warpgroup holds rows 16w +
@@ -405,12 +417,7 @@ __global__ void __launch_bounds__(kThreads) moe_fp4_wgmma_kernel(SkinnyGemmArgs 
     wg::fence_proxy_async();  // this thread's cp.async and widened rows, for the next wgmma
     __syncthreads();
   }
-  cp_async_wait_group<0>();
-  if constexpr (CH) {
-    store_result<NT>(args, sp, chunk.total, t);
-  } else {
-    store_tile<NT>(args, acc, t);
-  }
+  finish_cta<NT, CH>(args, sp, chunk, acc, t);
 #else
   __trap();
 #endif
@@ -604,12 +611,7 @@ __global__ void __launch_bounds__(kThreads, MINB) moe_fp4_wgmma_rega_kernel(Skin
   } else {
     finish(kt - 1, Set0{});
   }
-  cp_async_wait_group<0>();
-  if constexpr (CH) {
-    store_result<NT>(args, sp, chunk.total, t);
-  } else {
-    store_tile<NT>(args, acc, t);
-  }
+  finish_cta<NT, CH>(args, sp, chunk, acc, t);
 #else
   __trap();
 #endif
