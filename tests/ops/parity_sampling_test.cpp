@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
 #include <random>
 
 #include "ops/parity_util.h"
@@ -22,15 +23,26 @@ std::vector<std::int32_t> sample_on(Backend& be, SamplingBatch& b, bool device) 
     be.sample_tokens(b.logits_tensor(), b.rows_tensor(), b.entries_tensor(), b.masks_tensor(), host_out);
     return out;
   }
-  const Tensor logits = to_gpu(b.logits_tensor());
-  const Tensor rows = to_gpu(b.rows_tensor());
-  const Tensor entries = b.entries.empty() ? be.empty(Shape{0, 2}, DType::kI32) : to_gpu(b.entries_tensor());
-  const Tensor masks = b.num_masks == 0 ? be.empty(Shape{0, b.words()}, DType::kI32) : to_gpu(b.masks_tensor());
+  const Tensor logits = to_gpu(b.logits_tensor(), be);
+  const Tensor rows = to_gpu(b.rows_tensor(), be);
+  const Tensor entries = b.entries.empty() ? be.empty(Shape{0, 2}, DType::kI32) : to_gpu(b.entries_tensor(), be);
+  const Tensor masks = b.num_masks == 0 ? be.empty(Shape{0, b.words()}, DType::kI32) : to_gpu(b.masks_tensor(), be);
   Tensor dev_out = be.empty(Shape{b.num_rows(), width}, DType::kI32);
   be.sample_tokens(logits, rows, entries, masks, dev_out);
   be.copy(dev_out, host_out);
   be.synchronize();
   return out;
+}
+
+// The sampler with the other histogram fill than gpu()'s (CudaBackendOptions::sampler_warp_histograms:
+// one atomic per id, or per-thread runs and warp-summed adds): both must give the CPU op's bits.
+Backend& gpu_other_histograms() {
+  static std::unique_ptr<Backend> backend = [] {
+    CudaBackendOptions options;
+    options.sampler_warp_histograms = !options.sampler_warp_histograms;
+    return make_cuda_backend(options);
+  }();
+  return *backend;
 }
 
 void expect_same(const SamplingBatch& b, const std::vector<std::int32_t>& want, const std::vector<std::int32_t>& got) {
@@ -43,6 +55,31 @@ void expect_same(const SamplingBatch& b, const std::vector<std::int32_t>& want, 
       ASSERT_EQ(got[k], want[k]) << "row " << r << " word " << i << " (vocab " << b.vocab << ", temperature "
                                  << row.temperature << ", top_k " << row.top_k << ", top_p " << row.top_p
                                  << ", min_p " << row.min_p << ", logprobs " << row.num_top_logprobs << ")";
+    }
+  }
+}
+
+// The CPU op's bits from gpu() and from the other histogram fill.
+void expect_cpu_bits_with_both_fills(Backend& cpu, SamplingBatch& b) {
+  const std::vector<std::int32_t> want = sample_on(cpu, b, false);
+  expect_same(b, want, sample_on(gpu(), b, true));
+  if (testing::Test::HasFatalFailure()) return;
+  expect_same(b, want, sample_on(gpu_other_histograms(), b, true));
+}
+
+// make(seed, vocab, rows) for every pair of a row count (each a cluster split) and a vocabulary,
+// with both fills; at the DeepSeek vocabulary only up to `full_vocab_rows` rows (the host
+// reference is slow at this size).
+template <typename Make>
+void check_splits(std::initializer_list<std::int32_t> rows_per_split, std::initializer_list<std::int32_t> vocabs,
+                  std::uint64_t seed, std::int32_t full_vocab_rows, Make make) {
+  std::unique_ptr<Backend> cpu = make_cpu_backend();
+  for (const std::int32_t rows : rows_per_split) {
+    for (const std::int32_t vocab : vocabs) {
+      if (vocab == 129280 && rows > full_vocab_rows) continue;
+      SamplingBatch b = make(++seed, vocab, rows);
+      expect_cpu_bits_with_both_fills(*cpu, b);
+      if (testing::Test::HasFatalFailure()) return;
     }
   }
 }
@@ -74,22 +111,15 @@ TEST(CudaSampling, PicksTheCpuOpsTokensAtDeepSeekVocabulary) {
 // top-k paths (survivors gathered on one block up to k = 1024, row-wide passes above).
 TEST(CudaSampling, EveryClusterSplitOfARowPicksTheCpuOpsTokens) {
   DEEPINFER_REQUIRE_GPU();
-  std::unique_ptr<Backend> cpu = make_cpu_backend();
-  const std::int32_t rows_per_split[] = {1, 12, 20, 50, 100, 140};
-  const std::int32_t vocabs[] = {7, 300, 4099, 129280};
-  std::uint64_t seed = 4000;
-  for (const std::int32_t rows : rows_per_split) {
-    for (const std::int32_t vocab : vocabs) {
-      if (vocab == 129280 && rows > 20) continue;  // the host reference is slow at this size
-      SamplingBatch b = make_sampling_batch(++seed, vocab, rows, 8);
-      // top-k up to 1024 finishes on one block of the cluster; larger k stays on the row-wide passes.
-      for (std::size_t r = 0; r < b.rows.size(); r += 3) {
-        if (b.rows[r].top_k > 0 && vocab > 1500) b.rows[r].top_k = r % 2 == 0 ? 1024 : 1500;
-      }
-      expect_same(b, sample_on(*cpu, b, false), sample_on(gpu(), b, true));
-      if (HasFatalFailure()) return;
+  const auto make = [](std::uint64_t seed, std::int32_t vocab, std::int32_t rows) {
+    SamplingBatch b = make_sampling_batch(seed, vocab, rows, 8);
+    // top-k up to 1024 finishes on one block of the cluster; larger k stays on the row-wide passes.
+    for (std::size_t r = 0; r < b.rows.size(); r += 3) {
+      if (b.rows[r].top_k > 0 && vocab > 1500) b.rows[r].top_k = r % 2 == 0 ? 1024 : 1500;
     }
-  }
+    return b;
+  };
+  check_splits({1, 12, 20, 50, 100, 140}, {7, 300, 4099, 129280}, 4000, 20, make);
 }
 
 // The top-p cut (three histogram levels over the order keys, ties at the cut resolved by the
@@ -98,18 +128,32 @@ TEST(CudaSampling, EveryClusterSplitOfARowPicksTheCpuOpsTokens) {
 // penalties and greedy rows in the same batch, on every cluster split.
 TEST(CudaSampling, TopPCutsMatchTheCpuOpOnTiesTinyAndNearOneTopP) {
   DEEPINFER_REQUIRE_GPU();
-  std::unique_ptr<Backend> cpu = make_cpu_backend();
-  const std::int32_t rows_per_split[] = {1, 12, 33, 70};
-  const std::int32_t vocabs[] = {1, 3, 257, 4097, 20011, 129280};
-  std::uint64_t seed = 7000;
-  for (const std::int32_t rows : rows_per_split) {
-    for (const std::int32_t vocab : vocabs) {
-      if (vocab == 129280 && rows > 12) continue;  // the host reference is slow at this size
-      SamplingBatch b = make_top_p_batch(++seed, vocab, rows, 8);
-      expect_same(b, sample_on(*cpu, b, false), sample_on(gpu(), b, true));
-      if (HasFatalFailure()) return;
+  const auto make = [](std::uint64_t seed, std::int32_t vocab, std::int32_t rows) {
+    return make_top_p_batch(seed, vocab, rows, 8);
+  };
+  check_splits({1, 12, 33, 70}, {1, 3, 257, 4097, 20011, 129280}, 7000, 12, make);
+}
+
+// Rows whose selects put a block's whole slice on a few histogram bins (a handful of distinct
+// logits; bf16-rounded logits, whose last key byte is 0): top-k 50 with top-p, top-p alone and
+// top-k above 1024 (the row-wide cut), on every cluster split, with both histogram fills.
+TEST(CudaSampling, HeavilyTiedRowsPickTheCpuOpsTokensWithEitherHistogramFill) {
+  DEEPINFER_REQUIRE_GPU();
+  const auto make = [](std::uint64_t seed, std::int32_t vocab, std::int32_t rows) {
+    SamplingBatch b = make_sampling_batch(seed, vocab, rows, 8);
+    std::mt19937_64 rng(seed);
+    for (std::int32_t r = 0; r < rows; ++r) {
+      fill_logits(rng, r % 2 == 0 ? 2 : 1, b.logits.data() + static_cast<std::size_t>(r) * vocab, vocab);
+      SampleRow& row = b.rows[static_cast<std::size_t>(r)];
+      const std::int32_t ks[] = {50, -1, 1500};
+      row.top_k = ks[r % 3];
+      row.top_p = r % 4 == 3 ? 0.5f : 0.95f;
+      row.temperature = r % 5 == 4 ? 0.7f : 1.0f;
+      row.mask_row = -1;
     }
-  }
+    return b;
+  };
+  check_splits({1, 12, 33, 70}, {4097, 20011}, 9100, 0, make);
 }
 
 // The ops of a step launched ahead (ids from earlier samples, the pending token joining penalty
@@ -171,7 +215,9 @@ TEST(CudaSampling, EarlierSamplesResolveIdsAndJoinHistoriesAsOnTheCpu) {
   EXPECT_EQ(std::memcmp(entries_back.data(), entries_cpu.data(), entries_back.size() * 4), 0);
 }
 
-// Time per call at the DeepSeek vocabulary (not a pass/fail check: the numbers go to docs/PERFORMANCE_CUDA_OPS.md).
+// Time per call at the DeepSeek vocabulary with both histogram fills (not a pass/fail check: the numbers go
+// to docs/PERFORMANCE_CUDA_OPS.md). The rows' logits are make_sampling_batch's random kinds: from 8 rows on a
+// batch holds rows of a handful of distinct values and bf16-rounded rows, whose selects pile onto few bins.
 TEST(CudaSampling, TimesTheDeviceSamplerAtDeepSeekVocabulary) {
   DEEPINFER_REQUIRE_GPU();
   // 0: temperature 1 over the full vocabulary; 1: top-k 50 + top-p 0.95; 2: top-p 0.95 alone; 3: greedy;
@@ -190,18 +236,23 @@ TEST(CudaSampling, TimesTheDeviceSamplerAtDeepSeekVocabulary) {
                         .top_k = mode == 1 ? 50 : -1, .seed_lo = row.seed_lo, .position = row.position};
         row.raw_ban_end = 5;
       }
-      const Tensor logits = to_gpu(b.logits_tensor()), rows_t = to_gpu(b.rows_tensor());
-      const Tensor entries = to_gpu(b.entries_tensor());
-      const Tensor masks = gpu().empty(Shape{0, b.words()}, DType::kI32);
-      Tensor out = gpu().empty(Shape{rows, sample_out_words(b.max_top)}, DType::kI32);
-      gpu().sample_tokens(logits, rows_t, entries, masks, out);
-      gpu().synchronize();
-      const int reps = 20;
-      const auto start = std::chrono::steady_clock::now();
-      for (int i = 0; i < reps; ++i) gpu().sample_tokens(logits, rows_t, entries, masks, out);
-      gpu().synchronize();
-      const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / reps;
-      std::printf("device sampling vocab 129280 rows %d %s: %.1f us per call\n", rows, names[mode], us);
+      const bool default_fill = CudaBackendOptions{}.sampler_warp_histograms;
+      for (Backend* be : {&gpu(), &gpu_other_histograms()}) {
+        const bool warp_fill = be == &gpu() ? default_fill : !default_fill;
+        const Tensor logits = to_gpu(b.logits_tensor(), *be), rows_t = to_gpu(b.rows_tensor(), *be);
+        const Tensor entries = to_gpu(b.entries_tensor(), *be);
+        const Tensor masks = be->empty(Shape{0, b.words()}, DType::kI32);
+        Tensor out = be->empty(Shape{rows, sample_out_words(b.max_top)}, DType::kI32);
+        be->sample_tokens(logits, rows_t, entries, masks, out);
+        be->synchronize();
+        const int reps = 20;
+        const auto start = std::chrono::steady_clock::now();
+        for (int i = 0; i < reps; ++i) be->sample_tokens(logits, rows_t, entries, masks, out);
+        be->synchronize();
+        const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / reps;
+        std::printf("device sampling vocab 129280 rows %d %s%s: %.1f us per call\n", rows, names[mode],
+                    warp_fill ? " [warp histograms]" : "", us);
+      }
     }
   }
 }

@@ -137,6 +137,7 @@ void CudaBackend::sample_tokens(const Tensor& logits, const Tensor& rows, const 
   args.chunk_sums = reinterpret_cast<double*>(base + work_bytes);
   args.out = out.data<std::int32_t>();
   args.max_top = static_cast<int>(max_top);
+  args.warp_histograms = options_.sampler_warp_histograms;
   launch_sample_tokens(args, stream_);
   DI_CUDA_CHECK_LAUNCH("sample_tokens");
 }

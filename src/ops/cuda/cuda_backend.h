@@ -121,6 +121,12 @@ struct CudaBackendOptions {
   // Steps of at least this many tokens (0 = never) with bf16 q and keys score the lightning indexer on
   // tensor cores (indexer_mma_kernels.cu); fewer, or batch-invariant mode: the SIMT kernel.
   int indexer_mma_min_tokens = 32;
+  // The device sampler's top-k / top-p histograms (sampling_cluster.cuh hist_fill_runs) filled by
+  // per-thread runs of one bin and warp-summed adds instead of one 64-bit shared atomic per id (a
+  // compare-and-swap loop on sm_90 that serializes on tied bins: the H200's 5-17x top-k + top-p
+  // regression at >= 8 rows, docs/PERFORMANCE_CUDA_OPS.md 2026-11-30 'sampler histogram atomics').
+  // Same bits. Not yet timed on a device (more instructions where no bin is shared), so off.
+  bool sampler_warp_histograms = false;
 };
 
 // The backend on CUDA device `device` (options from the environment).

@@ -75,6 +75,7 @@ struct Ctx {
   int end;
   int phase;       // cluster reductions so far (every thread of the cluster runs the same sequence)
   int hist_phase;  // histogram selects so far
+  bool warp_hist;  // hist_select fills by thread runs and warp-summed adds (SampleLaunch::warp_histograms)
 };
 
 // f(v, x[v]) for every id v of this block's slice, thread t taking ids begin + t + i · kThreads in
@@ -413,6 +414,81 @@ __device__ std::uint32_t radix_select(In in, Key key, Weight weight, Reached rea
   return prefix;
 }
 
+// A 64-bit shared atomicAdd is a compare-and-swap loop on sm_90 (SASS ATOMS.CAST.SPIN.64): the lanes
+// and warps adding to one bin succeed one per ~60-cycle round trip. Rows with heavy ties (a few
+// distinct logits, bf16-rounded values at the last level) put a block's whole slice on a few bins.
+constexpr std::uint32_t kNoBin = 0xFFFFFFFFu;
+
+// *bin += w by 32-bit shared atomics (native ATOMS.ADD: no compare-and-swap retries). The low word's
+// add returns its old value and a wrap carries 1 into the high word, so once every add is done the
+// two little-endian words hold the exact 64-bit sum (only read after a barrier).
+__device__ __forceinline__ void hist_add_words(u64* bin, u64 w) {
+  auto* word = reinterpret_cast<unsigned*>(bin);
+  const auto lo = static_cast<unsigned>(w);
+  auto hi = static_cast<unsigned>(w >> 32);
+  if (lo != 0 && atomicAdd(&word[0], lo) > ~lo) ++hi;  // old + lo >= 2^32
+  if (hi != 0) atomicAdd(&word[1], hi);
+}
+
+// hist[bin] += w for every lane's (bin, w) (kNoBin: nothing), one add per distinct bin of the warp:
+// the lanes of a bin sum their weights first (integer sums: the same totals in any order). Every
+// lane of the warp calls.
+__device__ __forceinline__ void warp_hist_add(u64* hist, std::uint32_t bin, u64 w) {
+  const int lane = threadIdx.x % 32;
+  const unsigned peers = __match_any_sync(kFull, bin);
+  const unsigned steps = __reduce_max_sync(kFull, bin != kNoBin ? static_cast<unsigned>(__popc(peers)) : 0u);
+  u64 sum = 0;
+  unsigned rest = peers;
+  for (unsigned i = 0; i < steps; ++i) {  // step i: each lane reads the i-th lane of its bin
+    const int src = rest != 0 ? __ffs(rest) - 1 : lane;
+    const u64 y = __shfl_sync(kFull, w, src);
+    if (rest != 0) {
+      sum += y;
+      rest &= rest - 1;
+    }
+  }
+  if (bin != kNoBin && lane == __ffs(peers) - 1) hist_add_words(&hist[bin], sum);
+}
+
+// hist_select's fill with few atomics: each thread sums the weights of consecutive ids of its own
+// (for_slice's ids and load order) that fall in one bin in a register and adds that run when the
+// bin changes, through warp_hist_add; the last runs after the walk. A tied level (all of a block's
+// ids in one bin) costs one add per warp instead of one contended add per id.
+template <typename In, typename Weight>
+__device__ void hist_fill_runs(const float* x, In in, Weight weight, std::uint32_t prefix, std::uint32_t high,
+                               int shift, std::uint32_t bin_mask, u64* hist, const Ctx& c) {
+  std::uint32_t run_bin = kNoBin;
+  u64 run_w = 0;
+  for (int base = c.begin; base < c.end; base += kBatch * kThreads) {  // block-uniform trip count
+    float vals[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int v = base + static_cast<int>(threadIdx.x) + j * kThreads;
+      vals[j] = v < c.end ? x[v] : 0.0f;
+    }
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int v = base + static_cast<int>(threadIdx.x) + j * kThreads;
+      std::uint32_t bin = kNoBin;
+      u64 wt = 0;
+      if (v < c.end && in(v, vals[j])) {
+        const std::uint32_t k = sm::order_key(vals[j]);
+        if ((k & high) == (prefix & high)) {
+          wt = weight(v, vals[j]);
+          if (wt != 0) bin = (k >> shift) & bin_mask;
+        }
+      }
+      const bool flush = bin != kNoBin && bin != run_bin && run_bin != kNoBin;
+      if (__any_sync(kFull, flush)) warp_hist_add(hist, flush ? run_bin : kNoBin, run_w);
+      if (bin != kNoBin) {
+        run_w = bin == run_bin ? run_w + wt : wt;
+        run_bin = bin;
+      }
+    }
+  }
+  warp_hist_add(hist, run_bin, run_w);
+}
+
 // The result of a histogram select: the key bits known so far (top-aligned), the weight of the ids
 // ranked above the picked bin (the incoming `above` included), the picked bin's weight, and the
 // incoming `above` plus the weight of every id with the incoming prefix (the level's total).
@@ -443,13 +519,17 @@ __device__ HistPick hist_select(const float* x, In in, Weight weight, Reached re
   __syncthreads();
   const int shift = 32 - known - bits;
   const std::uint32_t high = known == 0 ? 0u : (0xFFFFFFFFu << (32 - known));
-  for_slice(x, c, [&](int v, float y) {
-    if (!in(v, y)) return;
-    const std::uint32_t k = sm::order_key(y);
-    if ((k & high) != (prefix & high)) return;
-    const u64 wt = weight(v, y);
-    if (wt != 0) atomicAdd(&hist[(k >> shift) & static_cast<std::uint32_t>(bins - 1)], wt);
-  });
+  if (c.warp_hist) {
+    hist_fill_runs(x, in, weight, prefix, high, shift, static_cast<std::uint32_t>(bins - 1), hist, c);
+  } else {
+    for_slice(x, c, [&](int v, float y) {
+      if (!in(v, y)) return;
+      const std::uint32_t k = sm::order_key(y);
+      if ((k & high) != (prefix & high)) return;
+      const u64 wt = weight(v, y);
+      if (wt != 0) atomicAdd(&hist[(k >> shift) & static_cast<std::uint32_t>(bins - 1)], wt);
+    });
+  }
   __syncthreads();
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   if (warp < segs) {
