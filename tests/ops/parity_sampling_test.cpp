@@ -34,15 +34,17 @@ std::vector<std::int32_t> sample_on(Backend& be, SamplingBatch& b, bool device) 
   return out;
 }
 
-// The sampler with the other histogram fill than gpu()'s (CudaBackendOptions::sampler_warp_histograms:
-// one atomic per id, or per-thread runs and warp-summed adds): both must give the CPU op's bits.
-Backend& gpu_other_histograms() {
-  static std::unique_ptr<Backend> backend = [] {
+// The sampler with each histogram fill (CudaBackendOptions::sampler_histogram_fill: one 64-bit atomic per
+// id, per-thread runs of 32-bit adds, runs summed per warp): every fill must give the CPU op's bits.
+constexpr int kHistogramFills = 3;
+Backend& gpu_with_fill(int fill) {
+  static std::unique_ptr<Backend> backends[kHistogramFills];
+  if (!backends[fill]) {
     CudaBackendOptions options;
-    options.sampler_warp_histograms = !options.sampler_warp_histograms;
-    return make_cuda_backend(options);
-  }();
-  return *backend;
+    options.sampler_histogram_fill = fill;
+    backends[fill] = make_cuda_backend(options);
+  }
+  return *backends[fill];
 }
 
 void expect_same(const SamplingBatch& b, const std::vector<std::int32_t>& want, const std::vector<std::int32_t>& got) {
@@ -59,16 +61,18 @@ void expect_same(const SamplingBatch& b, const std::vector<std::int32_t>& want, 
   }
 }
 
-// The CPU op's bits from gpu() and from the other histogram fill.
-void expect_cpu_bits_with_both_fills(Backend& cpu, SamplingBatch& b) {
+// The CPU op's bits from gpu() and from every histogram fill.
+void expect_cpu_bits_with_every_fill(Backend& cpu, SamplingBatch& b) {
   const std::vector<std::int32_t> want = sample_on(cpu, b, false);
   expect_same(b, want, sample_on(gpu(), b, true));
-  if (testing::Test::HasFatalFailure()) return;
-  expect_same(b, want, sample_on(gpu_other_histograms(), b, true));
+  for (int fill = 0; fill < kHistogramFills && !testing::Test::HasFatalFailure(); ++fill) {
+    SCOPED_TRACE(testing::Message() << "sampler_histogram_fill " << fill);
+    expect_same(b, want, sample_on(gpu_with_fill(fill), b, true));
+  }
 }
 
 // make(seed, vocab, rows) for every pair of a row count (each a cluster split) and a vocabulary,
-// with both fills; at the DeepSeek vocabulary only up to `full_vocab_rows` rows (the host
+// with every fill; at the DeepSeek vocabulary only up to `full_vocab_rows` rows (the host
 // reference is slow at this size).
 template <typename Make>
 void check_splits(std::initializer_list<std::int32_t> rows_per_split, std::initializer_list<std::int32_t> vocabs,
@@ -78,7 +82,7 @@ void check_splits(std::initializer_list<std::int32_t> rows_per_split, std::initi
     for (const std::int32_t vocab : vocabs) {
       if (vocab == 129280 && rows > full_vocab_rows) continue;
       SamplingBatch b = make(++seed, vocab, rows);
-      expect_cpu_bits_with_both_fills(*cpu, b);
+      expect_cpu_bits_with_every_fill(*cpu, b);
       if (testing::Test::HasFatalFailure()) return;
     }
   }
@@ -136,8 +140,8 @@ TEST(CudaSampling, TopPCutsMatchTheCpuOpOnTiesTinyAndNearOneTopP) {
 
 // Rows whose selects put a block's whole slice on a few histogram bins (a handful of distinct
 // logits; bf16-rounded logits, whose last key byte is 0): top-k 50 with top-p, top-p alone and
-// top-k above 1024 (the row-wide cut), on every cluster split, with both histogram fills.
-TEST(CudaSampling, HeavilyTiedRowsPickTheCpuOpsTokensWithEitherHistogramFill) {
+// top-k above 1024 (the row-wide cut), on every cluster split, with every histogram fill.
+TEST(CudaSampling, HeavilyTiedRowsPickTheCpuOpsTokensWithEveryHistogramFill) {
   DEEPINFER_REQUIRE_GPU();
   const auto make = [](std::uint64_t seed, std::int32_t vocab, std::int32_t rows) {
     SamplingBatch b = make_sampling_batch(seed, vocab, rows, 8);
@@ -215,7 +219,7 @@ TEST(CudaSampling, EarlierSamplesResolveIdsAndJoinHistoriesAsOnTheCpu) {
   EXPECT_EQ(std::memcmp(entries_back.data(), entries_cpu.data(), entries_back.size() * 4), 0);
 }
 
-// Time per call at the DeepSeek vocabulary with both histogram fills (not a pass/fail check: the numbers go
+// Time per call at the DeepSeek vocabulary with every histogram fill (not a pass/fail check: the numbers go
 // to docs/PERFORMANCE_CUDA_OPS.md). The rows' logits are make_sampling_batch's random kinds: from 8 rows on a
 // batch holds rows of a handful of distinct values and bf16-rounded rows, whose selects pile onto few bins.
 TEST(CudaSampling, TimesTheDeviceSamplerAtDeepSeekVocabulary) {
@@ -236,9 +240,8 @@ TEST(CudaSampling, TimesTheDeviceSamplerAtDeepSeekVocabulary) {
                         .top_k = mode == 1 ? 50 : -1, .seed_lo = row.seed_lo, .position = row.position};
         row.raw_ban_end = 5;
       }
-      const bool default_fill = CudaBackendOptions{}.sampler_warp_histograms;
-      for (Backend* be : {&gpu(), &gpu_other_histograms()}) {
-        const bool warp_fill = be == &gpu() ? default_fill : !default_fill;
+      for (int fill = 0; fill < kHistogramFills; ++fill) {
+        Backend* be = &gpu_with_fill(fill);
         const Tensor logits = to_gpu(b.logits_tensor(), *be), rows_t = to_gpu(b.rows_tensor(), *be);
         const Tensor entries = to_gpu(b.entries_tensor(), *be);
         const Tensor masks = be->empty(Shape{0, b.words()}, DType::kI32);
@@ -251,7 +254,7 @@ TEST(CudaSampling, TimesTheDeviceSamplerAtDeepSeekVocabulary) {
         be->synchronize();
         const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / reps;
         std::printf("device sampling vocab 129280 rows %d %s%s: %.1f us per call\n", rows, names[mode],
-                    warp_fill ? " [warp histograms]" : "", us);
+                    fill == 0 ? "" : fill == 1 ? " [fill 1: runs]" : " [fill 2: runs + warp sums]", us);
       }
     }
   }

@@ -121,12 +121,14 @@ struct CudaBackendOptions {
   // Steps of at least this many tokens (0 = never) with bf16 q and keys score the lightning indexer on
   // tensor cores (indexer_mma_kernels.cu); fewer, or batch-invariant mode: the SIMT kernel.
   int indexer_mma_min_tokens = 32;
-  // The device sampler's top-k / top-p histograms (sampling_cluster.cuh hist_fill_runs) filled by
-  // per-thread runs of one bin and warp-summed adds instead of one 64-bit shared atomic per id (a
-  // compare-and-swap loop on sm_90 that serializes on tied bins: the H200's 5-17x top-k + top-p
-  // regression at >= 8 rows, docs/PERFORMANCE_CUDA_OPS.md 2026-11-30 'sampler histogram atomics').
-  // Same bits. Not yet timed on a device (more instructions where no bin is shared), so off.
-  bool sampler_warp_histograms = false;
+  // How the device sampler fills its top-k / top-p histograms (sampling_cluster.cuh): 0 = one 64-bit
+  // shared atomicAdd per id (a compare-and-swap loop on sm_90 that serializes on a tied bin: the H200's
+  // 5-17x top-k + top-p regression at >= 8 rows, docs/PERFORMANCE_CUDA_OPS.md 'Device sampler:
+  // histogram atomics'); 1 = per-thread runs of one bin added by native 32-bit atomics (never more
+  // shared round trips per id, no retries); 2 = 1 with the runs summed per warp first (fewest atomics,
+  // a match + shuffles per flush). Same bits. 1 and 2 are compile-checked only, so 0 until the device
+  // run (tools/gpu/run_sampling.sh times all three).
+  int sampler_histogram_fill = 0;
 };
 
 // The backend on CUDA device `device` (options from the environment).

@@ -75,7 +75,7 @@ struct Ctx {
   int end;
   int phase;       // cluster reductions so far (every thread of the cluster runs the same sequence)
   int hist_phase;  // histogram selects so far
-  bool warp_hist;  // hist_select fills by thread runs and warp-summed adds (SampleLaunch::warp_histograms)
+  int hist_fill;   // how hist_select fills its histogram (SampleLaunch::histogram_fill)
 };
 
 // f(v, x[v]) for every id v of this block's slice, thread t taking ids begin + t + i · kThreads in
@@ -452,9 +452,11 @@ __device__ __forceinline__ void warp_hist_add(u64* hist, std::uint32_t bin, u64 
 
 // hist_select's fill with few atomics: each thread sums the weights of consecutive ids of its own
 // (for_slice's ids and load order) that fall in one bin in a register and adds that run when the
-// bin changes, through warp_hist_add; the last runs after the walk. A tied level (all of a block's
-// ids in one bin) costs one add per warp instead of one contended add per id.
-template <typename In, typename Weight>
+// bin changes, by 32-bit atomics (kWarpSums: through warp_hist_add); the last runs after the walk.
+// A tied level (all of a block's ids in one bin) costs one add per thread (per warp) instead of one
+// contended compare-and-swap per id. Without kWarpSums no id costs more shared-memory round trips
+// than the 64-bit add (a dependent low / high word pair at most, against LDS + CAS) and none retries.
+template <bool kWarpSums, typename In, typename Weight>
 __device__ void hist_fill_runs(const float* x, In in, Weight weight, std::uint32_t prefix, std::uint32_t high,
                                int shift, std::uint32_t bin_mask, u64* hist, const Ctx& c) {
   std::uint32_t run_bin = kNoBin;
@@ -479,14 +481,22 @@ __device__ void hist_fill_runs(const float* x, In in, Weight weight, std::uint32
         }
       }
       const bool flush = bin != kNoBin && bin != run_bin && run_bin != kNoBin;
-      if (__any_sync(kFull, flush)) warp_hist_add(hist, flush ? run_bin : kNoBin, run_w);
+      if (!kWarpSums) {
+        if (flush) hist_add_words(&hist[run_bin], run_w);
+      } else if (__any_sync(kFull, flush)) {
+        warp_hist_add(hist, flush ? run_bin : kNoBin, run_w);
+      }
       if (bin != kNoBin) {
         run_w = bin == run_bin ? run_w + wt : wt;
         run_bin = bin;
       }
     }
   }
-  warp_hist_add(hist, run_bin, run_w);
+  if (!kWarpSums) {
+    if (run_bin != kNoBin) hist_add_words(&hist[run_bin], run_w);
+  } else {
+    warp_hist_add(hist, run_bin, run_w);
+  }
 }
 
 // The result of a histogram select: the key bits known so far (top-aligned), the weight of the ids
@@ -519,8 +529,10 @@ __device__ HistPick hist_select(const float* x, In in, Weight weight, Reached re
   __syncthreads();
   const int shift = 32 - known - bits;
   const std::uint32_t high = known == 0 ? 0u : (0xFFFFFFFFu << (32 - known));
-  if (c.warp_hist) {
-    hist_fill_runs(x, in, weight, prefix, high, shift, static_cast<std::uint32_t>(bins - 1), hist, c);
+  if (c.hist_fill == 1) {
+    hist_fill_runs<false>(x, in, weight, prefix, high, shift, static_cast<std::uint32_t>(bins - 1), hist, c);
+  } else if (c.hist_fill == 2) {
+    hist_fill_runs<true>(x, in, weight, prefix, high, shift, static_cast<std::uint32_t>(bins - 1), hist, c);
   } else {
     for_slice(x, c, [&](int v, float y) {
       if (!in(v, y)) return;

@@ -554,7 +554,7 @@ __device__ int decide_row(const SampleLaunch& a, const SampleRow& p, const float
 
 __global__ void __launch_bounds__(kThreads, 1) sample_kernel(SampleLaunch a) {
   __shared__ Shared sh;
-  Ctx c{cg::this_cluster(), 0, 1, 0, 0, 0, 0, a.warp_histograms};
+  Ctx c{cg::this_cluster(), 0, 1, 0, 0, 0, 0, a.histogram_fill};
   c.rank = c.cluster.block_rank();
   c.size = c.cluster.num_blocks();
   const int r = static_cast<int>(blockIdx.x / c.size);

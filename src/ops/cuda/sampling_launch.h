@@ -28,9 +28,9 @@ struct SampleLaunch {
   std::int64_t chunks_per_row = 0;
   std::int32_t* out = nullptr;  // [rows, sample_out_words(max_top)]
   int max_top = 0;
-  // The selects' histograms filled by per-thread runs and warp-summed atomics (row_cluster::
-  // hist_fill_runs; CudaBackendOptions::sampler_warp_histograms): the same bins, fewer atomics.
-  bool warp_histograms = false;
+  // How the selects fill their histograms (CudaBackendOptions::sampler_histogram_fill): 0 one 64-bit
+  // atomic per id, 1 / 2 row_cluster::hist_fill_runs without / with warp sums. The same bins.
+  int histogram_fill = 0;
 };
 
 // Log-sum-exp chunks of a row of `vocab` ids (the size of a row's chunk_sums).
