@@ -419,15 +419,16 @@ __device__ std::uint32_t radix_select(In in, Key key, Weight weight, Reached rea
 // distinct logits, bf16-rounded values at the last level) put a block's whole slice on a few bins.
 constexpr std::uint32_t kNoBin = 0xFFFFFFFFu;
 
-// *bin += w by 32-bit shared atomics (native ATOMS.ADD: no compare-and-swap retries). The low word's
-// add returns its old value and a wrap carries 1 into the high word, so once every add is done the
-// two little-endian words hold the exact 64-bit sum (only read after a barrier).
+// *bin += w by 32-bit shared atomics (native ATOMS.ADD: no compare-and-swap retries). The high word's
+// add does not wait for the low word's; the low word's returns its old value and a wrap adds the
+// carry, so once every add is done the two little-endian words hold the exact 64-bit sum (read only
+// after a barrier).
 __device__ __forceinline__ void hist_add_words(u64* bin, u64 w) {
   auto* word = reinterpret_cast<unsigned*>(bin);
   const auto lo = static_cast<unsigned>(w);
-  auto hi = static_cast<unsigned>(w >> 32);
-  if (lo != 0 && atomicAdd(&word[0], lo) > ~lo) ++hi;  // old + lo >= 2^32
+  const auto hi = static_cast<unsigned>(w >> 32);
   if (hi != 0) atomicAdd(&word[1], hi);
+  if (lo != 0 && atomicAdd(&word[0], lo) > ~lo) atomicAdd(&word[1], 1u);  // old + lo >= 2^32
 }
 
 // hist[bin] += w for every lane's (bin, w) (kNoBin: nothing), one add per distinct bin of the warp:
@@ -454,8 +455,9 @@ __device__ __forceinline__ void warp_hist_add(u64* hist, std::uint32_t bin, u64 
 // (for_slice's ids and load order) that fall in one bin in a register and adds that run when the
 // bin changes, by 32-bit atomics (kWarpSums: through warp_hist_add); the last runs after the walk.
 // A tied level (all of a block's ids in one bin) costs one add per thread (per warp) instead of one
-// contended compare-and-swap per id. Without kWarpSums no id costs more shared-memory round trips
-// than the 64-bit add (a dependent low / high word pair at most, against LDS + CAS) and none retries.
+// contended compare-and-swap per id. Without kWarpSums no id waits on more shared-memory round trips
+// than with the 64-bit add (one, plus a second only on a low-word wrap, against LDS + CAS) and none
+// retries.
 template <bool kWarpSums, typename In, typename Weight>
 __device__ void hist_fill_runs(const float* x, In in, Weight weight, std::uint32_t prefix, std::uint32_t high,
                                int shift, std::uint32_t bin_mask, u64* hist, const Ctx& c) {
