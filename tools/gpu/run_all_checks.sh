@@ -31,7 +31,7 @@ export LD_LIBRARY_PATH="$PWD/.deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 fail=0
 for t in $tests; do
   bin=$(find build/gpu/tests -name "$t" -type f -perm -u+x | head -1)
-  timeout 150 "$bin" >"$logs/$t.log" 2>&1
+  timeout 240 "$bin" >"$logs/$t.log" 2>&1
   status=$?
   [ $status = 0 ] || fail=1
   stamp "$t: exit $status, $(grep -E '^\[  PASSED|^\[  FAILED  \] [0-9]+ test' "$logs/$t.log" | tr '\n' ' ')"
