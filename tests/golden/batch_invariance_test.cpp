@@ -1,7 +1,7 @@
-// Whole-model batch invariance (issue 6): a sequence decoded alone and as the first or the last row of
-// a batch of 4 sequences with other prompts and lengths must get bit-identical logits at every step
-// (prefill's last position, then greedy decode steps), on the CPU backend and on a CUDA backend built
-// with CudaBackendOptions::batch_invariant (skips without a GPU). Uses the tiny V4 golden fixtures.
+// Whole-model batch invariance (issue 6): a sequence decoded alone, as the first or the last row of a
+// batch of 4 sequences with other prompts and lengths, and next to other sequences' prefill chunks must
+// get bit-identical logits at every step (prefill's last position, then greedy decode steps), on the
+// CPU backend and on a CUDA backend with CudaBackendOptions::batch_invariant (skips without a GPU).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -29,27 +29,42 @@ using model::v4::NumericMode;
 // fixtures' CSA (ratio 4) and HCA (ratio 16) layers at a different step.
 constexpr std::size_t kDecodeSteps = 17;
 
-// logits[sequence][step] (step 0 = the prompt's last position), each `vocab` floats.
+// logits[sequence][forward] (a row's last token of that forward), each `vocab` floats.
 using StepLogits = std::vector<std::vector<std::vector<float>>>;
 
-// Prefills every prompt in one forward (one chunk each, last position's logits), then runs `steps`
-// forwards of one greedy token per sequence, all sequences together in the order given.
-StepLogits decode_together(Model& m, const std::vector<std::vector<std::int32_t>>& prompts, std::size_t steps) {
+// One sequence of a batch: its prompt, fed `chunk` tokens per forward (0: all in the first).
+struct BatchRow {
+  std::vector<std::int32_t> prompt;
+  std::size_t chunk = 0;
+};
+
+// Runs `forwards` forwards over all rows together in the order given: each row feeds its prompt's
+// next chunk until the prompt is in, then one greedy token (its own argmax) per forward.
+StepLogits decode_together(Model& m, const std::vector<BatchRow>& rows, std::size_t forwards) {
   ops::Backend& be = m.backend();
   const std::int64_t vocab = m.config().vocab_size;
-  const std::size_t rows = prompts.size();
   std::vector<std::unique_ptr<model::v4::SequenceState>> seqs;
-  for (std::size_t r = 0; r < rows; ++r) seqs.push_back(m.new_sequence());
-  std::vector<std::vector<std::int32_t>> next = prompts;
-  StepLogits out(rows);
-  for (std::size_t s = 0; s <= steps; ++s) {
+  std::vector<std::size_t> fed(rows.size(), 0);  // prompt tokens fed so far
+  std::vector<std::vector<std::int32_t>> next(rows.size());
+  for (std::size_t r = 0; r < rows.size(); ++r) seqs.push_back(m.new_sequence());
+  StepLogits out(rows.size());
+  for (std::size_t s = 0; s < forwards; ++s) {
     std::vector<model::SequenceModel::Chunk> chunks;
-    for (std::size_t r = 0; r < rows; ++r) chunks.push_back({seqs[r].get(), next[r], 1});
-    Tensor logits = be.empty(Shape{static_cast<std::int64_t>(rows), vocab}, DType::kF32);
+    for (std::size_t r = 0; r < rows.size(); ++r) {
+      const auto& prompt = rows[r].prompt;
+      if (fed[r] < prompt.size()) {
+        const std::size_t n = rows[r].chunk == 0 ? prompt.size() : std::min(rows[r].chunk, prompt.size() - fed[r]);
+        next[r].assign(prompt.begin() + static_cast<std::ptrdiff_t>(fed[r]),
+                       prompt.begin() + static_cast<std::ptrdiff_t>(fed[r] + n));
+        fed[r] += n;
+      }
+      chunks.push_back({seqs[r].get(), next[r], 1});
+    }
+    Tensor logits = be.empty(Shape{static_cast<std::int64_t>(rows.size()), vocab}, DType::kF32);
     m.forward(chunks, logits);
     Tensor host = Tensor::empty(logits.shape(), DType::kF32);
     be.copy(logits, host);
-    for (std::size_t r = 0; r < rows; ++r) {
+    for (std::size_t r = 0; r < rows.size(); ++r) {
       const float* row = host.data<float>() + r * static_cast<std::size_t>(vocab);
       out[r].emplace_back(row, row + vocab);
       next[r] = {argmax(row, vocab)};
@@ -60,12 +75,12 @@ StepLogits decode_together(Model& m, const std::vector<std::vector<std::int32_t>
 
 // Other prompts for the batch, cut from the case's sequence: lengths 1, 5 (reversed) and the target's
 // plus 9 (shifted by 3), so rows sit at different positions and compress at different steps.
-std::vector<std::vector<std::int32_t>> companion_prompts(const Reference& ref) {
+std::vector<BatchRow> companion_rows(const Reference& ref) {
   const std::vector<std::int32_t> ids = ref.sequence();
   std::vector<std::int32_t> reversed(ids.rbegin(), ids.rbegin() + 5);
   const std::size_t long_len = std::min(ref.prompt.size() + 9, ids.size() - 3);
   std::vector<std::int32_t> shifted(ids.begin() + 3, ids.begin() + 3 + static_cast<std::ptrdiff_t>(long_len));
-  return {{ids[7]}, std::move(reversed), std::move(shifted)};
+  return {{{ids[7]}}, {std::move(reversed)}, {std::move(shifted)}};
 }
 
 // First step whose logits differ in any bit (by their bit patterns, so -0 vs 0 and NaNs count), with the
@@ -91,22 +106,28 @@ std::string first_difference(const std::vector<std::vector<float>>& alone,
   return alone.size() == batched.size() ? "" : "step counts differ";
 }
 
-// The case's prompt decoded alone, then as row 0 and as row 3 of a batch of 4: bit-identical logits at
-// every step, else the failure names the placement and the first differing step.
+// The case's prompt decoded alone, then as row 0 and as row 3 of a batch of 4 (all prefilled in the
+// first forward), then as row 1 of 3 while the others prefill in chunks of 16 and 2 tokens next to its
+// decode steps: bit-identical logits at every step, else the failure names the placement and the
+// first differing step.
 void expect_batch_invariant(Model& m, const Reference& ref, const std::string& label) {
-  const StepLogits alone = decode_together(m, {ref.prompt}, kDecodeSteps);
-  const auto others = companion_prompts(ref);
-  std::vector<std::vector<std::int32_t>> first = {ref.prompt};
+  const std::size_t forwards = kDecodeSteps + 1;
+  const StepLogits alone = decode_together(m, {{ref.prompt}}, forwards);
+  const auto others = companion_rows(ref);
+  std::vector<BatchRow> first = {{ref.prompt}};
   first.insert(first.end(), others.begin(), others.end());
-  std::vector<std::vector<std::int32_t>> last = others;
-  last.push_back(ref.prompt);
-  const StepLogits as_first = decode_together(m, first, kDecodeSteps);
-  const StepLogits as_last = decode_together(m, last, kDecodeSteps);
+  std::vector<BatchRow> last = others;
+  last.push_back({ref.prompt});
+  const StepLogits as_first = decode_together(m, first, forwards);
+  const StepLogits as_last = decode_together(m, last, forwards);
+  const StepLogits amid_prefills =
+      decode_together(m, {{others[2].prompt, 16}, {ref.prompt}, {others[1].prompt, 2}}, forwards);
   // The batch really holds other sequences (a logits row mix-up would otherwise pass unnoticed).
   for (std::size_t r = 1; r < first.size(); ++r)
     ASSERT_NE(first_difference(as_first[0], as_first[r]), "") << label << ": companion " << r << " equals the target";
   EXPECT_EQ(first_difference(alone[0], as_first[0]), "") << label << ": row 0 of 4 vs alone";
   EXPECT_EQ(first_difference(alone[0], as_last[3]), "") << label << ": row 3 of 4 vs alone";
+  EXPECT_EQ(first_difference(alone[0], amid_prefills[1]), "") << label << ": row 1 of 3 next to prefill chunks vs alone";
   // The companions too: the same rows in the other order (row r of `first` is row r - 1 of `last`).
   for (std::size_t r = 1; r < first.size(); ++r)
     EXPECT_EQ(first_difference(as_first[r], as_last[r - 1]), "")
@@ -128,7 +149,7 @@ ops::Backend& invariant_cuda_backend() {
 
 class BatchInvariance : public ::testing::TestWithParam<Case> {};
 
-TEST_P(BatchInvariance, CpuDecodeRowIsBitIdenticalAloneAndFirstOrLastInABatch) {
+TEST_P(BatchInvariance, CpuDecodeRowIsBitIdenticalAloneAndAnywhereInABatch) {
   const auto checkpoint = io::Checkpoint::open(case_dir(GetParam()) / GetParam().checkpoint);
   const Reference ref = load_reference(GetParam());
   for (NumericMode mode : {NumericMode::kExact, NumericMode::kReferenceQat}) {
@@ -137,7 +158,7 @@ TEST_P(BatchInvariance, CpuDecodeRowIsBitIdenticalAloneAndFirstOrLastInABatch) {
   }
 }
 
-TEST_P(BatchInvariance, CudaBatchInvariantDecodeRowIsBitIdenticalAloneAndFirstOrLastInABatch) {
+TEST_P(BatchInvariance, CudaBatchInvariantDecodeRowIsBitIdenticalAloneAndAnywhereInABatch) {
   DEEPINFER_REQUIRE_GPU();
   const auto checkpoint = io::Checkpoint::open(case_dir(GetParam()) / GetParam().checkpoint);
   const Reference ref = load_reference(GetParam());
