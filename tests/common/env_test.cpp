@@ -18,6 +18,16 @@ std::optional<std::string> fake_lookup(const char* name) {
   return it->second;
 }
 
+// parse() of the current g_vars throws a deepinfer::Error whose message names `variable`.
+void expect_error_naming(const std::string& variable) {
+  try {
+    parse(&fake_lookup);
+    FAIL() << "expected an error naming " << variable;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(variable), std::string::npos) << e.what();
+  }
+}
+
 TEST(Env, DefaultsMatchTheSeed) {
   g_vars.clear();
   const Flags f = parse(&fake_lookup);
@@ -30,18 +40,16 @@ TEST(Env, DefaultsMatchTheSeed) {
 }
 
 TEST(Env, ParsesTheCudaKernelSwitches) {
-  g_vars = {{"DEEPINFER_CUDA_GRAPHS", "0"}, {"DEEPINFER_FP8_WGMMA", "1"}, {"DEEPINFER_MOE_FP4_WGMMA", "true"}};
+  // The wgmma switches default on, so turning them off is what parsing must show.
+  g_vars = {{"DEEPINFER_CUDA_GRAPHS", "0"}, {"DEEPINFER_FP8_WGMMA", "0"}, {"DEEPINFER_MOE_FP4_WGMMA", "false"}};
   const Flags f = parse(&fake_lookup);
   EXPECT_FALSE(f.cuda_graphs);
-  EXPECT_TRUE(f.fp8_wgmma);
-  EXPECT_TRUE(f.moe_fp4_wgmma);
+  EXPECT_FALSE(f.fp8_wgmma);
+  EXPECT_FALSE(f.moe_fp4_wgmma);
+  g_vars = {{"DEEPINFER_FP8_WGMMA", "1"}};
+  EXPECT_TRUE(parse(&fake_lookup).fp8_wgmma);
   g_vars = {{"DEEPINFER_MOE_FP4_WGMMA", "2"}};
-  try {
-    parse(&fake_lookup);
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("DEEPINFER_MOE_FP4_WGMMA"), std::string::npos);
-  }
+  expect_error_naming("DEEPINFER_MOE_FP4_WGMMA");
 }
 
 TEST(Env, ParsesValues) {
@@ -55,12 +63,7 @@ TEST(Env, ParsesValues) {
 
 TEST(Env, BadValuesNameTheVariable) {
   g_vars = {{"DEEPINFER_YOCO_PREFILL_KEEP_TOKENS", "12x"}};
-  try {
-    parse(&fake_lookup);
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("DEEPINFER_YOCO_PREFILL_KEEP_TOKENS"), std::string::npos);
-  }
+  expect_error_naming("DEEPINFER_YOCO_PREFILL_KEEP_TOKENS");
   g_vars = {{"DEEPINFER_BATCH_INVARIANT", "maybe"}};
   EXPECT_THROW(parse(&fake_lookup), Error);
   g_vars = {{"DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE", "loose"}};
