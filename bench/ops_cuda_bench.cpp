@@ -4,10 +4,9 @@
 // Every time is the median of CUDA-graph replays (ops::cuda_time). Prints markdown tables.
 // usage: ops_cuda_bench [--quick | --attention (that section alone) | --gemm (ceilings, GEMMs, experts) |
 //                        --moe (ceilings, routed experts at decode sizes) | --moe-wgmma [--act32] (the
-//                        experts' wgmma kernel forms, CudaBackendOptions::moe_fp4_wgmma_variant, K chunks /
-//                        split and dependent launch; --act32: V4.1's
-//                        act block 32, skinny vs wgmma) | --moe-trace (experts, default vs
-//                        the bulk-copy kernel, a 30 ms pause after each timing: for a kernel trace) |
+//                        experts' wgmma kernel vs mma.sync; --act32: V4.1's act block 32, skinny vs
+//                        wgmma) | --moe-trace (experts, default vs mma.sync, a 30 ms pause after each
+//                        timing: for a kernel trace) |
 //                        --decode (ceilings, decode linears of 1..32 rows, fp8 to 64, streamed from HBM) |
 //                        --moe-prefill (ceilings, routed experts at prefill sizes: the prefill GEMM vs skinny)]
 #include <algorithm>
@@ -305,9 +304,8 @@ void bench_experts(const std::vector<ExpertPath>& paths, const Roof& roof, const
   std::printf("moe_experts(): FP8 act quant to codes, sort by expert on the device, grouped FP8 tensor-core GEMM "
               "for w1/w3 (fp4 widened to e4m3), SwiGLU + act quant to codes, w2, combine. Paths: 'default' = "
               "this build's defaults (moe_fp4_wgmma: sm_90a warpgroup MMA, fp4 tiles widened once to e4m3 in shared "
-              "memory); 'mma.sync' = the register-staged 16-byte fp4 kernel (emulated e4m3 mma.sync); 'tma 2' / "
-              "'tma 4' = moe_fp4_pipe_stages 2 / 4 (fp4 weights, scales and activations streamed by bulk copies "
-              "through 2 stages of 512 K with two blocks per SM / 4 stages with one); '4-byte' = moe_fp4_wide off (the "
+              "memory or straight into registers); 'mma.sync' = the register-staged 16-byte fp4 kernel (emulated e4m3 "
+              "mma.sync); '4-byte' = moe_fp4_wide off (the "
               "session-3 kernel); 'mma' = the batch-invariant pipeline. Bytes = distinct experts touched × %.1f MB + activations. (weights generated in %.0f s)\n\n",
               expert_bytes / 1e6, setup_s);
   std::printf("| tokens | experts touched | path | time µs | TFLOP/s | GB/s | floor µs | floor/time | vs default |\n");
@@ -514,38 +512,7 @@ int main(int argc, char** argv) {
     if (argc > 1 && std::strcmp(argv[1], "--moe-wgmma") == 0) {  // the experts' wgmma kernel forms
       Roof roof;
       measure_roof(roof, *fast);
-      std::vector<std::unique_ptr<Backend>> forms;
-      std::vector<std::string> labels;
       std::vector<ExpertPath> paths = {{"default", fast.get()}};
-      for (int v = 0; v < kMoeFp4WgmmaVariants; ++v) {
-        CudaBackendOptions o;
-        o.moe_fp4_wgmma_variant = v;
-        o.moe_fp4_wgmma_splits = 0;  // (K chunks run the default form whatever the variant)
-        forms.push_back(make_cuda_backend(o));
-        labels.push_back("wgmma v" + std::to_string(v));
-      }
-      // The default form with K chunks (moe_fp4_wgmma_splits -1: 4 chunks of >= 512 K, one CTA per chunk
-      // while the grid has <= 16 CTAs per SM; then up to the 8192 tile counters; 2 / 8 chunks) and / or the
-      // programmatic dependent launch.
-      const struct {
-        const char* label;
-        int splits, split_ctas;
-        bool dependent;
-      } extras[] = {{"split", -1, 16, false},
-                    {"split to 8192 CTAs", -1, 1 << 20, false},
-                    {"split 2 chunks", 2, 16, false},
-                    {"split 8 chunks", 8, 16, false},
-                    {"dependent", 0, 16, true},
-                    {"split + dependent", -1, 16, true}};
-      for (const auto& e : extras) {
-        CudaBackendOptions o;
-        o.moe_fp4_wgmma_splits = e.splits;
-        o.moe_fp4_wgmma_split_ctas = e.split_ctas;
-        o.moe_fp4_wgmma_dependent = e.dependent;
-        forms.push_back(make_cuda_backend(o));
-        labels.emplace_back(e.label);
-      }
-      for (std::size_t v = 0; v < forms.size(); ++v) paths.push_back({labels[v].c_str(), forms[v].get()});
       CudaBackendOptions mma;
       mma.moe_fp4_wgmma = false;
       auto mma_sync = make_cuda_backend(mma);
@@ -566,21 +533,11 @@ int main(int argc, char** argv) {
       const bool trace = std::strcmp(argv[1], "--moe-trace") == 0;
       Roof roof;
       if (!trace) measure_roof(roof, *fast);
-      CudaBackendOptions two, four;
-      two.moe_fp4_pipe_stages = 2;
-      four.moe_fp4_pipe_stages = 4;
-      two.moe_fp4_wgmma = four.moe_fp4_wgmma = false;
-      auto tma2 = make_cuda_backend(two);
-      auto tma4 = make_cuda_backend(four);
       CudaBackendOptions mma;
       mma.moe_fp4_wgmma = false;  // the register-staged mma.sync kernel (the default before wgmma)
       auto mma_sync = make_cuda_backend(mma);
-      std::vector<ExpertPath> paths = {{"default", fast.get()}, {"tma 2", tma2.get()}};
-      if (!trace) {  // (the trace's segments are labelled by run_moe_experts.sh: default, tma 2)
-        paths.insert(paths.begin() + 1, {"mma.sync", mma_sync.get()});
-        paths.push_back({"tma 4", tma4.get()});
-        paths.push_back({"4-byte", narrow.get()});
-      }
+      std::vector<ExpertPath> paths = {{"default", fast.get()}, {"mma.sync", mma_sync.get()}};
+      if (!trace) paths.push_back({"4-byte", narrow.get()});  // (run_moe_experts.sh labels the trace's two)
       bench_experts(paths, roof, trace ? std::vector<std::int64_t>{1, 8, 32, 128, 256}
                                        : std::vector<std::int64_t>{1, 4, 8, 32, 64, 128, 256, 512}, trace);
       return 0;

@@ -388,22 +388,19 @@ TEST(CudaParity, Fp8WgmmaDecodeMatchesCpuOnTheDecodeShapes) {
   check_linear(Fmt::kFp8b128, Case{4, 256, 1024}, DType::kBF16, 64, DType::kF32, gpu_fp8_wgmma());
 }
 
-TEST(CudaParity, Fp8WgmmaDecodeFixUpAndDependentLaunchGiveThePlainLaunchsBits) {
+TEST(CudaParity, Fp8WgmmaDecodeDependentLaunchGivesThePlainLaunchsBits) {
   DEEPINFER_REQUIRE_GPU();
-  // K split across CTAs: the last CTA of each tile sums the partials (per-tile counters that every
-  // launch must leave at zero) — the same bits as the separate reduce launch, call after call; and the
-  // GEMM launched as a dependent of its act quant gives the bits of a plain launch.
+  // The GEMM launched as a programmatic dependent of its act quant (K split across CTAs, then the
+  // reduce launch) gives the bits of a plain launch, call after call.
   static auto reduce = backend_with([](CudaBackendOptions& o) {
     o.fp8_wgmma_decode = true;
-    o.fp8_wgmma_fixup = false;
     o.dependent_launch = false;
   });
-  static auto fix_up = backend_with([](CudaBackendOptions& o) {
+  static auto dependent = backend_with([](CudaBackendOptions& o) {
     o.fp8_wgmma_decode = true;
-    o.fp8_wgmma_fixup = true;  // off by default (measured slower at 8..32 rows); its bits still tested
     o.dependent_launch = true;
   });
-  Backend& b = *fix_up;
+  Backend& b = *dependent;
   for (const auto& [n, k] : std::vector<std::pair<std::int64_t, std::int64_t>>{{4096, 8192}, {1024, 4096}, {512, 4096}})
     for (std::int64_t m : {1, 7, 32}) {
       SCOPED_TRACE(testing::Message() << "N=" << n << " K=" << k << " M=" << m);

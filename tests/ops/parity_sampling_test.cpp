@@ -35,8 +35,8 @@ std::vector<std::int32_t> sample_on(Backend& be, SamplingBatch& b, bool device) 
 }
 
 // The sampler with each histogram fill (CudaBackendOptions::sampler_histogram_fill: one 64-bit atomic per
-// id, per-thread runs of 32-bit adds, runs summed per warp): every fill must give the CPU op's bits.
-constexpr int kHistogramFills = 3;
+// id, per-thread runs of 32-bit adds (the default)): every fill must give the CPU op's bits.
+constexpr int kHistogramFills = 2;
 Backend& gpu_with_fill(int fill) {
   static std::unique_ptr<Backend> backends[kHistogramFills];
   if (!backends[fill]) {
@@ -85,6 +85,18 @@ void check_splits(std::initializer_list<std::int32_t> rows_per_split, std::initi
       expect_cpu_bits_with_every_fill(*cpu, b);
       if (testing::Test::HasFatalFailure()) return;
     }
+  }
+}
+
+TEST(CudaSampling, AnUnknownHistogramFillIsRefusedWhenTheBackendIsMade) {
+  DEEPINFER_REQUIRE_GPU();
+  CudaBackendOptions options;
+  options.sampler_histogram_fill = 2;
+  try {
+    (void)make_cuda_backend(options);
+    FAIL() << "sampler_histogram_fill 2 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("sampler_histogram_fill 2 must be 0 or 1"), std::string::npos) << e.what();
   }
 }
 
@@ -254,7 +266,7 @@ TEST(CudaSampling, TimesTheDeviceSamplerAtDeepSeekVocabulary) {
         be->synchronize();
         const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / reps;
         std::printf("device sampling vocab 129280 rows %d %s%s: %.1f us per call\n", rows, names[mode],
-                    fill == 0 ? "" : fill == 1 ? " [fill 1: runs]" : " [fill 2: runs + warp sums]", us);
+                    fill == 1 ? "" : " [fill 0: 64-bit atomics]", us);
       }
     }
   }

@@ -2,7 +2,7 @@
 # GPU machine: the routed-expert kernels (src/ops/cuda/moe_fp4_kernels.cu, moe_kernels.cu). Builds, runs
 # the MoE op-parity tests, `ops_cuda_bench --moe` (every fp4 expert path, T = 1..512) and
 # `ops_cuda_bench --moe-trace` under the CUPTI tracer (per-kernel time of one call, default vs the
-# bulk-copy kernel); with --final also cuda_golden_test and v4_model_bench decode at batches 1, 32, 128.
+# mma.sync kernel); with --final also cuda_golden_test and v4_model_bench decode at batches 1, 32, 128.
 # usage (repo root, .deps carried): bash tools/gpu/run_moe_experts.sh [--final] [--no-trace]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -41,7 +41,7 @@ if [ "$trace" = 1 ]; then
       build/gpu/bench/ops_cuda_bench --moe-trace >"$out/bench_trace.md" 2>&1
     stamp "ops_cuda_bench --moe-trace: exit $?"
     labels=""
-    for t in 1 8 32 128 256; do labels="$labels${labels:+,}$t:default,$t:tma 2"; done
+    for t in 1 8 32 128 256; do labels="$labels${labels:+,}$t:default,$t:mma.sync"; done
     python3 tools/gpu/moe_trace_report.py /tmp/moe_trace.csv --labels "$labels" | tee "$out/kernels.md"
   fi
 fi

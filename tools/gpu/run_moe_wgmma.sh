@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
-# GPU machine, one call: the routed experts' decode wgmma kernel (moe_fp4_wgmma.cu) and its forms
-# (CudaBackendOptions::moe_fp4_wgmma_variant): the MoE parity tests, ops_cuda_bench --moe-wgmma (every
-# form vs the mma.sync kernel at 1..512 tokens), then the wgmma tests under compute-sanitizer memcheck
-# (a full-size V4-Flash expert case included) — last, so a slow sanitizer cannot cost the timings.
+# GPU machine, one call: the routed experts' decode wgmma kernel (moe_fp4_wgmma.cu): the MoE parity
+# tests, ops_cuda_bench --moe-wgmma (vs the mma.sync kernel at 1..512 tokens), then the wgmma tests
+# under compute-sanitizer memcheck (a full-size V4-Flash expert case included: act block 32's) — last, so a slow sanitizer cannot cost the timings.
 # Logs in one tarball $OUT/moe_wgmma.tgz; a summary on stdout.
 # --act32: the bench times V4.1's act block 32 instead (skinny vs CudaBackendOptions::moe_fp4_wgmma_act32).
 # usage (repo root, .deps carried): bash tools/gpu/run_moe_wgmma.sh [--no-memcheck] [--act32]
@@ -31,7 +30,7 @@ timeout 150 build/gpu/bench/ops_cuda_bench --moe-wgmma $bench_arg >"$logs/moe_wg
 wg_stamp "ops_cuda_bench --moe-wgmma: exit $?"
 grep -E "^\| [0-9]+ \| [0-9]+ \| " "$logs/moe_wgmma.md"
 if [ "$memcheck" = 1 ]; then
-  wg_gtest "$parity" 'CudaParity.MoeFp4WgmmaVariants*:CudaParity.MoeFp4WgmmaProbe*:CudaParity.MoeFp4WgmmaOneExpert*:CudaParity.MoeFp4WgmmaActBlock32*' \
+  wg_gtest "$parity" 'CudaParity.MoeFp4WgmmaOddKStage*:CudaParity.MoeFp4WgmmaProbe*:CudaParity.MoeFp4WgmmaOneExpert*:CudaParity.MoeFp4WgmmaActBlock32*' \
     "$logs/memcheck.log" 120 memcheck
 fi
 wg_stamp done

@@ -80,6 +80,8 @@ DevWeight dev_weight(const LinearWeight& w) {
 }
 
 CudaBackend::CudaBackend(const CudaBackendOptions& options) : device_(options.device), options_(options) {
+  DI_CHECK(options.sampler_histogram_fill == 0 || options.sampler_histogram_fill == 1,
+           "CudaBackendOptions::sampler_histogram_fill {} must be 0 or 1", options.sampler_histogram_fill);
   // No device, index out of range, an architecture without kernels in this build: deepinfer::Error.
   (void)cuda_device_status(device_);
   cudaDeviceProp prop{};
@@ -91,8 +93,6 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options) : device_(options.de
   DI_CUBLAS_CHECK(cublasLtCreate(&lt_));
   DI_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&err_), kErrorWords * sizeof(int)));
   DI_CUDA_CHECK(cudaMemsetAsync(err_, 0, kErrorWords * sizeof(int), stream_));
-  DI_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&tile_flags_), kTileFlags * sizeof(int)));
-  DI_CUDA_CHECK(cudaMemsetAsync(tile_flags_, 0, kTileFlags * sizeof(int), stream_));
   cublas_workspace_bytes_ = std::size_t{32} << 20;
   DI_CUDA_CHECK(cudaMalloc(&cublas_workspace_, cublas_workspace_bytes_));
   DI_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -107,7 +107,6 @@ CudaBackend::~CudaBackend() {
   scratch_owner_.reset();  // frees scratch_ (graphs must not outlive their backend)
   cudaFree(cublas_workspace_);
   cudaFree(err_);
-  cudaFree(tile_flags_);
   if (lt_ != nullptr) cublasLtDestroy(lt_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }

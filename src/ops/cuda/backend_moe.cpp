@@ -326,13 +326,9 @@ void CudaBackend::moe_experts_skinny(const DevRows& x, const std::int32_t* ids, 
            reinterpret_cast<std::uintptr_t>(lw.scale.raw_data()) % 4 == 0;
   };
   bool wide1 = wide, wide2 = wide;
-  // The bulk-copy (TMA) form of the wide kernel where its alignment holds for every expert.
-  bool tma1 = options_.moe_fp4_pipe_stages > 0, tma2 = tma1;
   for (const ExpertWeights& ew : experts) {
     wide1 = wide1 && wide_ok(ew.w1) && wide_ok(ew.w3);
     wide2 = wide2 && wide_ok(ew.w2);
-    tma1 = tma1 && skinny_fp4_tma_fits(dim, dev_weight(ew.w1)) && skinny_fp4_tma_fits(dim, dev_weight(ew.w3));
-    tma2 = tma2 && skinny_fp4_tma_fits(inter, dev_weight(ew.w2));
   }
   // sm_90a warpgroup MMA (moe_fp4_wgmma.cu): every GEMM of every expert fits, items of 8 / 16 / 32; act
   // block 32 (V4.1) only where moe_fp4_wgmma_act32 asks for it, items of 8 / 16.
@@ -352,27 +348,6 @@ void CudaBackend::moe_experts_skinny(const DevRows& x, const std::int32_t* ids, 
   const std::int64_t max_items = pairs / group + std::min(n_exp, pairs) + 1;
   const std::int64_t ld1 = ceil_div(dim, 16) * 16, ld2 = ceil_div(inter, 16) * 16;
   const std::int64_t kb1 = ceil_div(dim, act), kb2 = ceil_div(inter, act);
-  // The wgmma GEMMs' K chunks (from K alone: the sums never depend on the batch) and, for a small grid
-  // (batch-1 decode), one CTA per chunk with the shared zeroed tile counters (the fp8 wgmma linear's:
-  // both use them only after griddepcontrol.wait and leave them zero).
-  const auto wgmma_split = [&](std::int64_t n, std::int64_t kdim, int sets) {
-    MoeFp4WgmmaSplit sp;
-    sp.dependent = options_.moe_fp4_wgmma_dependent;
-    if (!wgmma || options_.moe_fp4_wgmma_splits == 0) return sp;
-    sp.chunk_tiles = moe_fp4_wgmma_chunk_tiles(kdim, options_.moe_fp4_wgmma_splits);
-    const std::int64_t chunks = ceil_div(kdim / 128, sp.chunk_tiles), ctas = n / 64 * max_items * sets;
-    if (chunks > 1 &&
-        ctas <= std::min<std::int64_t>(static_cast<std::int64_t>(options_.moe_fp4_wgmma_split_ctas) * sm_count_,
-                                       kTileFlags)) {
-      sp.splits = static_cast<int>(chunks);
-      sp.flags = tile_flags_;
-      sp.rows = pairs;
-    }
-    return sp;
-  };
-  MoeFp4WgmmaSplit split1 = wgmma_split(inter, dim, 2), split2 = wgmma_split(dim, inter, 1);
-  const std::int64_t partials = std::max(split1.splits > 1 ? 2 * split1.splits * pairs * inter : 0,
-                                         split2.splits > 1 ? split2.splits * pairs * dim : 0);
 
   ScratchLayout layout;
   const std::size_t xq_off = layout.add(static_cast<std::size_t>(t_count * ld1));
@@ -382,14 +357,12 @@ void CudaBackend::moe_experts_skinny(const DevRows& x, const std::int32_t* ids, 
   const std::size_t h_off = layout.add(static_cast<std::size_t>(pairs * ld2));
   const std::size_t hs_off = layout.add(static_cast<std::size_t>(kb2 * pairs) * 4);
   const std::size_t y_off = layout.add(static_cast<std::size_t>(pairs * dim) * 4);
-  const std::size_t part_off = layout.add(static_cast<std::size_t>(partials) * 4);
   MoePlacement place;
   place.reserve(layout, pairs, max_items);
   const DevWeight* t1 = expert_table(experts, 0, key);
   const DevWeight* t3 = expert_table(experts, 1, key);
   const DevWeight* t2 = expert_table(experts, 2, key);
   std::uint8_t* base = scratch(layout.total());
-  split1.partial = split2.partial = reinterpret_cast<float*>(base + part_off);
   auto* xs = reinterpret_cast<float*>(base + xs_off);
   auto* gate = reinterpret_cast<float*>(base + gate_off);
   auto* up = reinterpret_cast<float*>(base + up_off);
@@ -397,8 +370,6 @@ void CudaBackend::moe_experts_skinny(const DevRows& x, const std::int32_t* ids, 
   auto* y = reinterpret_cast<float*>(base + y_off);
   place.bind(base);
 
-  // The sort first: a wgmma GEMM launched as the act quant's dependent reads the sort's items before
-  // its griddepcontrol.wait, so the sort must have finished when the act quant starts.
   place.sort(ids, wts, pairs, k, n_exp, group, err_, stream_);
   launch_act_quant_codes(x, act, base + xq_off, ld1, xs, t_count, stream_);
   DI_CUDA_CHECK_LAUNCH("moe_experts (sort, act quant)");
@@ -424,19 +395,16 @@ void CudaBackend::moe_experts_skinny(const DevRows& x, const std::int32_t* ids, 
   g.out[1] = up;
   g.ldo = inter;
   // One grouped GEMM over the placed rows (weight sets 2 = w1 and w3, 1 = w2) on the chosen kernel.
-  const auto grouped_gemm = [&](const SkinnyGemmArgs& args, int sets, bool wide_loads, bool tma) {
+  const auto grouped_gemm = [&](const SkinnyGemmArgs& args, int sets, bool wide_loads) {
     if (wgmma) {
-      launch_moe_fp4_wgmma(group, options_.moe_fp4_wgmma_variant, args, sets == 2 ? split1 : split2, grid_y, sets,
-                           stream_);
-    } else if (wide_loads && tma) {
-      launch_skinny_fp4_tma(group, options_.moe_fp4_pipe_stages, args, grid_y, sets, stream_);
+      launch_moe_fp4_wgmma(group, args, grid_y, sets, stream_);
     } else if (wide_loads) {
       launch_skinny_fp4_wide(group, args, grid_y, sets, stream_);
     } else {
       launch_skinny_gemm(format, group, true, args, grid_y, sets, stream_);
     }
   };
-  grouped_gemm(g, 2, wide1, tma1);
+  grouped_gemm(g, 2, wide1);
   DI_CUDA_CHECK_LAUNCH("moe_experts (w1/w3)");
 
   MoeSwigluArgs sw = swiglu_args(gate, up, place.rw, inter, options);
@@ -461,7 +429,7 @@ void CudaBackend::moe_experts_skinny(const DevRows& x, const std::int32_t* ids, 
   g2.out[0] = y;
   g2.out[1] = nullptr;
   g2.ldo = dim;
-  grouped_gemm(g2, 1, wide2, tma2);
+  grouped_gemm(g2, 1, wide2);
   DI_CUDA_CHECK_LAUNCH("moe_experts (w2)");
 
   combine_experts(y, place.pos, ids, k, dim, sw.mid_bf16, out, t_count, stream_);

@@ -109,8 +109,6 @@ void CudaBackend::sample_tokens(const Tensor& logits, const Tensor& rows, const 
                                 Tensor& out) {
   const std::int64_t max_top = check_sample_tokens(logits, rows, entries, masks, out);
   const std::int64_t t_rows = logits.dim(0), vocab = logits.dim(1);
-  DI_CHECK(options_.sampler_histogram_fill >= 0 && options_.sampler_histogram_fill <= 2,
-           "sample_tokens: CudaBackendOptions::sampler_histogram_fill {} must be 0, 1 or 2", options_.sampler_histogram_fill);
   DI_CHECK(max_top <= kMaxSampleTop, "sample_tokens: {} top logprobs per row; the CUDA sampler keeps at most {}",
            max_top, kMaxSampleTop);
   if (t_rows == 0) return;

@@ -10,9 +10,6 @@
 
 namespace deepinfer::ops {
 
-// Forms of the routed experts' decode wgmma kernel (CudaBackendOptions::moe_fp4_wgmma_variant).
-constexpr int kMoeFp4WgmmaVariants = 8;
-
 struct CudaBackendOptions {
   int device = 0;
   // Every row's reduction order independent of the batch (no M-dependent split-K or library
@@ -55,56 +52,18 @@ struct CudaBackendOptions {
   // measured faster (CudaBackend::fp8_wgmma_eligible). On by default; DEEPINFER_FP8_WGMMA=0 turns it
   // off. Ignored in batch-invariant mode (above 64 rows other kernels sum in other orders).
   bool fp8_wgmma_decode = true;
-  // Its K-split partials summed by the last CTA of each tile (fp8_wgmma_decode.cu finish_splits)
-  // instead of a separate reduce launch; the same sums in the same order (bit-identical). Off: on the
-  // H200 (2026-11-30, 4-layer V4 decode) it gained nothing at batch 1 (1.33 ms both) and lost at 8 / 32
-  // (2.53 vs 2.49, 5.61 vs 5.42 ms): one CTA summing 32 rows x splits is slower than the reduce launch.
-  bool fp8_wgmma_fixup = false;
   // Kernels that stream immutable weights launched as programmatic dependents of the kernel before them
   // (sm_90+; dependent_launch.cuh): the FP8 wgmma decode GEMM fills its weight pipeline while the act
   // quant before it runs, instead of after a full kernel boundary. Same results.
   bool dependent_launch = true;
-  // The same fp4 expert GEMM with weights, scales and activations streamed by bulk copies (TMA)
-  // through this many shared-memory stages of 512 K (2, 3 or 4; 0 = the register-staged kernel above),
-  // where K % 512 == 0 and scale rows are 16-byte aligned. Bit-identical to it for equal K splits;
-  // measured 5-60% slower (docs/PERFORMANCE_CUDA_OPS.md, 2026-11-30: the per-step math, not the loads, limits
-  // both), so off by default.
-  int moe_fp4_pipe_stages = 0;
   // The routed experts' decode GEMMs (the items above, fp4 weights with ue8m0 scales, act block 128,
   // dims % 128 == 0) on sm_90a warpgroup MMA (moe_fp4_wgmma.cu: fp4 tiles widened once to e4m3 in
-  // shared memory or straight into registers, native fp8 wgmma; mma.sync e4m3 is emulated on sm_90):
-  // 8-26% faster than the mma.sync kernel at 1..512 tokens on the H200 (2026-11-30, form 3 below),
-  // so on by default; DEEPINFER_MOE_FP4_WGMMA=0
-  // turns it off. Ignored in batch-invariant mode.
+  // shared memory for items of 32 rows, straight into registers for smaller ones; native fp8 wgmma where
+  // mma.sync e4m3 is emulated on sm_90): 8-26% faster than the mma.sync kernel at 1..512 tokens on the
+  // H200 (2026-11-30), so on by default; DEEPINFER_MOE_FP4_WGMMA=0 turns it off. Ignored in
+  // batch-invariant mode. Other forms, a K split and a dependent launch measured slower or within
+  // noise and were deleted (docs/PERFORMANCE_CUDA_OPS.md).
   bool moe_fp4_wgmma = true;
-  // Which form of that kernel (moe_fp4_wgmma.cu; all give the same bits, ops_cuda_parity_test
-  // MoeFp4WgmmaVariantsGiveTheSameBits): 0 = e4m3 tiles widened into shared memory (the first form);
-  // 1 = that with the largest shared-memory carveout and 256-byte L2 prefetch of the weight pieces;
-  // 2-5 = the A fragments converted straight from the fp4 ring into registers, one barrier per stage,
-  // the scaling of a stage overlapping the next one's wgmma (2: 5 stages, 5 CTAs/SM, no prefetch; 3: the
-  // same with the L2 prefetch; 4: 4 stages, 6 CTAs/SM; 5: 6 stages, 4 CTAs/SM); items of 32 rows take
-  // form 1. ops_cuda_bench --moe-wgmma on the H200 (2026-11-30, whole moe_experts() op, µs at 1 / 8 /
-  // 32 / 128 / 512 tokens): form 0 86.1 / 423.4 / 1153 / 2065 / 2832, form 3 80.7 / 350.4 / 924.6 /
-  // 1669 / 2564 (17-20% faster at 8..128 tokens), form 1 = form 0, 2 = 3 within 0.5%, 4 and 5 slower
-  // at 8..128 tokens: form 3 is the default. 6 / 7 (written after that run, not yet timed): form 2 with
-  // the weight scales streamed per stage and unpadded swizzled rows, 7 stages at 5 CTAs/SM / 9 at 4.
-  int moe_fp4_wgmma_variant = 3;  // 0 .. kMoeFp4WgmmaVariants - 1
-  // That kernel's K order and split (moe_fp4_wgmma.cu MoeFp4WgmmaSplit): K in this many chunks per
-  // GEMM (0 = one chunk, the plain ascending-K sum; -1 = auto from K alone: 4 chunks of >= 512 K), each
-  // chunk summed from 0, the chunk sums added in order; a launch whose unsplit grid has at most
-  // moe_fp4_wgmma_split_ctas CTAs per SM runs one CTA per chunk (the last of each tile adds the chunk
-  // sums: the same bits), others one CTA per tile walking every chunk. The order depends on K only,
-  // so a token keeps its bits alone and in any batch. Written 2026-11-30 for batch-1 decode (T = 1:
-  // 384 CTAs per expert GEMM on ~660 slots); timed by ops_cuda_bench --moe-wgmma ('split'): slower at
-  // every T on the H200 (T = 1: 86.1 vs 80.7 us; 32: 1016 vs 930), so off.
-  int moe_fp4_wgmma_splits = 0;
-  int moe_fp4_wgmma_split_ctas = 16;
-  // Its launches as programmatic dependents of the kernel before them (the act quant before w1 / w3,
-  // the SwiGLU before w2): each CTA reads its item and streams its first weight stages and scales
-  // while that kernel finishes, the activations after griddepcontrol.wait. Same results. Measured
-  // within noise of the plain launch on the H200 (T = 1: 79.3 vs 80.7 us; 8: 345.6 vs 349.3; 128:
-  // 1687 vs 1677), so off.
-  bool moe_fp4_wgmma_dependent = false;
   // V4.1's experts (act block 32, the same fp4 weights) through that kernel's register-A form (per-32-K
   // act scales applied with the per-32-K weight scales), items of <= 16 rows; else the generic skinny
   // kernel. Its parity tests pass on the H200 and it is 1.5-1.9x faster than the skinny kernel (T = 32:
@@ -125,10 +84,12 @@ struct CudaBackendOptions {
   // shared atomicAdd per id (a compare-and-swap loop on sm_90 that serializes on a tied bin: the H200's
   // 5-17x top-k + top-p regression at >= 8 rows, docs/PERFORMANCE_CUDA_OPS.md 'Device sampler:
   // histogram atomics'); 1 = per-thread runs of one bin added by native 32-bit atomics (never more
-  // shared round trips per id, no retries); 2 = 1 with the runs summed per warp first (fewest atomics,
-  // a match + shuffles per flush). Same bits. 1 and 2 are compile-checked only, so 0 until the device
-  // run (tools/gpu/run_sampling.sh times all three).
-  int sampler_histogram_fill = 0;
+  // shared round trips per id, no retries). Same bits. H200 (2026-11-30, tools/gpu/run_sampling.sh, us per call at
+  // 1 / 8 / 32 / 128 rows): top-k 50 + top-p 0.95: fill 0 43.0 / 203.5 / 746.6 / 2,532.0, fill 1 35.7 / 62.1
+  // / 159.4 / 365.9 (runs summed per warp first, deleted: 45.7 / 81.1 / 234.7 / 496.7); top-p 0.95 alone
+  // 0: 73.8 / 219.0 / 831.0 / 2,676.8, 1: 70.4 / 132.0 / 328.0 / 804.7; peaked top-p 4-7% slower with 1
+  // (66.4 vs 64.0 at 1 row); greedy and temperature equal. So 1.
+  int sampler_histogram_fill = 1;
 };
 
 // The backend on CUDA device `device` (options from the environment).

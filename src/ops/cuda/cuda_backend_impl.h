@@ -151,10 +151,6 @@ class CudaBackend final : public Backend, public GraphBackend {
   cudaStream_t stream_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;
   int* err_ = nullptr;
-  // Zeroed per-tile counters of the fp8 wgmma decode GEMM's in-kernel split-K fix-up (each launch
-  // leaves them zero again).
-  static constexpr std::int64_t kTileFlags = 8192;
-  int* tile_flags_ = nullptr;
   int sm_count_ = 0;
   const ArchFeatures* arch_ = nullptr;  // never null once constructed (cuda_device_status checked it)
   std::uint8_t* scratch_ = nullptr;

@@ -103,35 +103,6 @@ __device__ __forceinline__ void store_tile(const Fp8WgmmaDecodeArgs& args, const
     }
 }
 
-#if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)  // used by the sm_90a kernel body only
-// Serial split-K fix-up: the tile's CTAs count in after storing their partials (release: fence, then
-// the atomic); the last one (acquire: fence after seeing the count) sums all splits' partials of the
-// tile in split order, as launch_splitk_reduce does, from L2 (__ldcg: other SMs wrote them), and
-// resets the tile's counter for the next launch on the stream. Saves the reduce launch per linear.
-__device__ __forceinline__ void finish_splits(const Fp8WgmmaDecodeArgs& args, std::int64_t n0) {
-  __shared__ int last;
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(args.tile_flags + blockIdx.x, 1) == static_cast<int>(gridDim.y) - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  const int m = static_cast<int>(args.m), splits = static_cast<int>(gridDim.y);
-  for (int i = static_cast<int>(threadIdx.x); i < m * kRowsW; i += kThreads) {
-    const int token = i / kRowsW;
-    const std::int64_t n = n0 + i % kRowsW;
-    float v = 0.0f;
-    for (int s = 0; s < splits; ++s) v += __ldcg(args.partial + (static_cast<std::int64_t>(s) * args.m + token) * args.n + n);
-    if (args.out_bf16) {
-      static_cast<std::uint16_t*>(args.out)[token * args.ldo + n] = f32_to_bf16_bits(v);
-    } else {
-      static_cast<float*>(args.out)[token * args.ldo + n] = v;
-    }
-  }
-  if (threadIdx.x == 0) args.tile_flags[blockIdx.x] = 0;
-}
-#endif
-
 // Grid: (N / 64, splits). CTA (x, y) computes weight rows 64x..64x+63 over 128-K blocks
 // [y * per_split, min(kb, (y + 1) * per_split)) for all m <= NT tokens. SB = scale blocks per 128-K
 // stage: 1 for V4's 128x128 weight blocks and 128-wide act blocks (the 4 wgmma K steps chain into one
@@ -257,7 +228,6 @@ __global__ void __launch_bounds__(kThreads) fp8_wgmma_decode_kernel(Fp8WgmmaDeco
   cp_async_wait_group<0>();
 
   store_tile<NT>(args, acc, n0);
-  if (args.partial != nullptr && args.tile_flags != nullptr) finish_splits(args, n0);
 #else
   __trap();
 #endif

@@ -217,11 +217,7 @@ struct Fp8WgmmaDecodeArgs {
   void* out = nullptr;  // used when partial == nullptr
   std::int64_t ldo = 0;
   int out_bf16 = 0;
-  float* partial = nullptr;  // [splits][m][n] f32 when splits > 1
-  // With partial: one zeroed counter per 64-row tile (>= n / 64). The last CTA of a tile to finish sums
-  // the tile's split partials in split order (launch_splitk_reduce's order) and resets its counter, so
-  // no reduce launch follows. Null: the caller runs launch_splitk_reduce.
-  int* tile_flags = nullptr;
+  float* partial = nullptr;  // [splits][m][n] f32 when splits > 1 (the caller runs launch_splitk_reduce)
   int kblocks_per_split = 0;  // set by launch_fp8_wgmma_decode
 };
 int fp8_wgmma_decode_splits(std::int64_t n, std::int64_t k, int sm_count);
@@ -233,40 +229,15 @@ void launch_fp8_wgmma_decode(const Fp8WgmmaDecodeArgs& args, int splits, cudaStr
 // items, grid_z = weight sets (the launch itself is one wave walking the active items).
 constexpr int kSkinnyRowsMid = 16;
 void launch_skinny_fp4_wide(int group_rows, const SkinnyGemmArgs& args, int grid_y, int grid_z, cudaStream_t stream);
-// The same grouped fp4 GEMM (same arguments) with weights, scales and activations streamed by bulk
-// copies (TMA) through `stages` (2, 3 or 4) shared-memory stages of 512 K (moe_fp4_kernels.cu); it also
-// needs K % 512 == 0 and 16-byte aligned scale rows: skinny_fp4_tma_fits(K, any expert's weight).
-bool skinny_fp4_tma_fits(std::int64_t k, const DevWeight& w);
-void launch_skinny_fp4_tma(int group_rows, int stages, const SkinnyGemmArgs& args, int grid_y, int grid_z,
-                           cudaStream_t stream);
 // The same grouped fp4 GEMM (same arguments, act_block 128 or 32) on sm_90a warpgroup MMA
 // (moe_fp4_wgmma.cu): one CTA per (64 weight rows, item, weight set); grid_y = max items, grid_z =
 // weight sets; items of <= 8 / 16 / 32 rows by group_rows. Launch only where ArchFeatures::wgmma and
 // moe_fp4_wgmma_fits(n, k, every expert's weight) (fp4, ue8m0 scales of block 32, rows 4-byte aligned).
-// variant: CudaBackendOptions::moe_fp4_wgmma_variant (same outputs, bit for bit; timed by ops_cuda_bench
-// --moe-wgmma). args.act_block 32 (V4.1) too, for group_rows <= 16 only (the register-A form).
+// args.act_block 32 (V4.1) for group_rows <= 16 only (the register-A form). Its K order: 32-K partials
+// scaled in f32 and summed in ascending K, so a token's bits never depend on its item or batch.
 constexpr std::int64_t kMoeFp4WgmmaMaxK = 16384;
 bool moe_fp4_wgmma_fits(std::int64_t n, std::int64_t k, const DevWeight& w);
-// Its K order: K in chunks of chunk_tiles 128-K tiles (the last may be shorter), each chunk's 32-K
-// partials summed from 0 in ascending K, the chunk sums added in ascending chunk order (chunk_tiles >=
-// K / 128: one chunk, the plain ascending-K sum). splits 1: one CTA walks every chunk; splits = the
-// chunk count: one CTA per chunk (grid x = tiles x splits), each writes its chunk sum to partial
-// [set][chunk][placed row][n] f32 and the last CTA of each (tile, item, set) to count in on flags
-// [(set x grid_y + item) x tiles + tile] (zeroed; it leaves them zero) adds them in chunk order: the
-// same bits as splits 1. dependent: launched as a programmatic dependent of the kernel before it (it
-// reads the items, the weights and their scales first, the activations after griddepcontrol.wait).
-struct MoeFp4WgmmaSplit {
-  int chunk_tiles = 1 << 30;
-  int splits = 1;
-  float* partial = nullptr;
-  int* flags = nullptr;
-  std::int64_t rows = 0;  // placed rows (the partials' row count)
-  bool dependent = false;
-};
-// 128-K tiles per chunk for K: requested chunks (0: one chunk; < 0: auto, 4 chunks of >= 4 tiles).
-int moe_fp4_wgmma_chunk_tiles(std::int64_t k, int requested);
-void launch_moe_fp4_wgmma(int group_rows, int variant, const SkinnyGemmArgs& args, const MoeFp4WgmmaSplit& split,
-                          int grid_y, int grid_z, cudaStream_t stream);
+void launch_moe_fp4_wgmma(int group_rows, const SkinnyGemmArgs& args, int grid_y, int grid_z, cudaStream_t stream);
 
 // ---- attention ------------------------------------------------------------------------------------
 constexpr int kMaxAttnSources = 4;

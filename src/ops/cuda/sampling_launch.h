@@ -29,8 +29,8 @@ struct SampleLaunch {
   std::int32_t* out = nullptr;  // [rows, sample_out_words(max_top)]
   int max_top = 0;
   // How the selects fill their histograms (CudaBackendOptions::sampler_histogram_fill): 0 one 64-bit
-  // atomic per id, 1 / 2 row_cluster::hist_fill_runs without / with warp sums. The same bins.
-  int histogram_fill = 0;
+  // atomic per id, 1 row_cluster::hist_fill_runs. The same bins.
+  int histogram_fill = 1;
 };
 
 // Log-sum-exp chunks of a row of `vocab` ids (the size of a row's chunk_sums).
