@@ -8,6 +8,7 @@
 //          [--prefill 1024,8192] [--batches 1,8,32,128,256] [--contexts 1024,8192] [--steps 4]
 //          [--engram-rows 4194304 (0: the config's)] [--moe-prefill-min-rows 32 (0: no prefill expert GEMM)]
 //          [--moe-prefill-wgmma 1 (0: the mma.sync kernel)]
+//          [--cuda-option NAME=VALUE[,NAME=VALUE...]] (CudaBackendOptions fields by name, repeatable; last wins)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -40,6 +41,7 @@ struct Args {
   std::int64_t engram_rows = std::int64_t{1} << 22;
   int moe_prefill_min_rows = ops::CudaBackendOptions{}.moe_prefill_min_rows;  // 0: prefill experts on the skinny path
   bool moe_prefill_wgmma = ops::CudaBackendOptions{}.moe_prefill_wgmma;
+  std::vector<std::string> cuda_options;  // NAME=VALUE assignments (ops::set_cuda_option)
 };
 
 std::vector<std::int64_t> parse_list(const std::string& text) {
@@ -68,6 +70,12 @@ Args parse_args(int argc, char** argv) {
     else if (flag == "--engram-rows") a.engram_rows = std::stoll(v);
     else if (flag == "--moe-prefill-min-rows") a.moe_prefill_min_rows = std::stoi(v);
     else if (flag == "--moe-prefill-wgmma") a.moe_prefill_wgmma = std::stoi(v) != 0;
+    else if (flag == "--cuda-option")
+      for (std::size_t pos = 0; pos <= v.size();) {
+        const std::size_t comma = std::min(v.find(',', pos), v.size());
+        a.cuda_options.push_back(v.substr(pos, comma - pos));
+        pos = comma + 1;
+      }
     else throw_error("unknown flag {}", flag);
   }
   DI_CHECK(!a.config.empty(), "--config (a config.json or a model directory) is required");
@@ -205,6 +213,7 @@ int main(int argc, char** argv) try {
   cuda_options.moe_fp4_wgmma = env::flags().moe_fp4_wgmma;  // DEEPINFER_MOE_FP4_WGMMA, likewise
   cuda_options.moe_prefill_min_rows = args.moe_prefill_min_rows;
   cuda_options.moe_prefill_wgmma = args.moe_prefill_wgmma;
+  for (const std::string& assignment : args.cuda_options) ops::set_cuda_option(cuda_options, assignment);
   auto backend = gpu ? ops::make_cuda_backend(cuda_options) : ops::make_cpu_backend();
   ops::Backend& be = *backend;
   const std::filesystem::path path = std::filesystem::is_directory(args.config)
@@ -218,6 +227,8 @@ int main(int argc, char** argv) try {
   std::printf("# %s model bench: %s, %d layers, %s backend, reference-qat, dummy FP8/FP4 weights%s (%.3g GB)\n\n",
               v41 ? "V4.1" : "V4", path.string().c_str(), c.num_layers, std::string(be.name()).c_str(),
               gpu ? " made on the device" : "", (ws.expert_bytes + ws.other_bytes + ws.embed_bytes) / 1e9);
+  for (const std::string& assignment : args.cuda_options) std::printf("CUDA option: %s\n", assignment.c_str());
+  if (!args.cuda_options.empty()) std::printf("\n");
   if (!c.engram.layer_ids.empty()) {
     const std::int64_t cut = model::v4::dummy_model_config(full, args.layers).engram.num_embeddings.front();
     std::printf("Engram: %zu layer(s), tables in host memory %s: %lld rows in the first (the config has %lld), "

@@ -168,8 +168,9 @@ TEST(CudaParity, RopeForwardAndInverseMatchCpu) {
 }
 
 // The fused norm + rotation: within bounds of the CPU's rms_norm then rope, and bit-identical to the
-// GPU's own two ops. Widths 512 / 64 (the query heads, a short row), 4097 with odd pairs and 9000
-// (past the registers) take the two-op fallback; per-token rows 1 and 64 (the query heads).
+// GPU's own two ops. Widths 512 / 64 (the query heads, a short row) and 100 (a part-filled last warp
+// chunk) take the one-warp-per-row kernel, 4097 with odd pairs and 9000 (past the registers) the
+// two-op fallback; per-token rows 1 and 64 (the query heads).
 TEST(CudaParity, RmsNormRopeMatchesCpuAndTheUnfusedGpuOps) {
   DEEPINFER_REQUIRE_GPU();
   std::vector<float> freq(32);
@@ -177,7 +178,7 @@ TEST(CudaParity, RmsNormRopeMatchesCpuAndTheUnfusedGpuOps) {
   const Tensor inv_freq = Tensor::from_f32({32}, freq);
   const RopeTable cpu_table{inv_freq, 64};
   const RopeTable gpu_table{to_gpu(inv_freq), 64};
-  for (std::int64_t width : {64, 512, 4097, 9000})
+  for (std::int64_t width : {64, 100, 512, 4097, 9000})
     for (std::int64_t heads : {1, 64})
       for (std::int64_t t : {1, 5})
         for (DType dtype : {DType::kF32, DType::kBF16})

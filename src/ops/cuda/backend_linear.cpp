@@ -149,6 +149,10 @@ void CudaBackend::gemm(const DevRows& x, const LinearWeight& w, int act_block, c
   if (!options_.batch_invariant && options_.cublas_min_rows > 0 && m >= options_.cublas_min_rows &&
       (w.format == WeightFormat::kBF16 || w.block % 8 == 0) && gemm_cublas(x, w, act_block, out))
     return;
+  constexpr std::int64_t kLargeWeight = std::int64_t{1} << 28;  // elements: the logits head
+  if (!options_.batch_invariant && options_.cublas_large_min_rows > 0 && m >= options_.cublas_large_min_rows &&
+      w.format == WeightFormat::kBF16 && n * k >= kLargeWeight && gemm_cublas(x, w, act_block, out))
+    return;
 
   const std::int64_t kpad = ceil_div(k, kGemmBK) * kGemmBK;
   if (!options_.batch_invariant && m <= kGemvRows) {  // decode: the memory-bound GEMV

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "ops/backend.h"
 
@@ -18,6 +19,10 @@ struct CudaBackendOptions {
   // Row count from which linear() hands quantised/bf16 GEMMs to cuBLASLt (after dequantising the
   // weight to bf16); 0 disables the library path. Ignored in batch-invariant mode.
   int cublas_min_rows = 128;
+  // Row count from which a bf16 weight of at least 2^28 elements (the logits head, 129,280 x 4,096)
+  // takes cuBLASLt as well (0 = only from cublas_min_rows): below that the GEMV (<= 4 rows) or the
+  // mma.sync kernel stream it. Ignored in batch-invariant mode.
+  int cublas_large_min_rows = 0;
   // FP8 tensor cores for fp8-block / fp4 weights with FP8 act quant (K % 32 == 0): the skinny
   // register-fragment GEMM up to this many rows (and up to 4x as many on weights of <= 8M elements;
   // 0 = off), then cuBLASLt's block-scaled FP8 GEMM (128x128 weight blocks, 128-element act blocks)
@@ -91,6 +96,10 @@ struct CudaBackendOptions {
   // (66.4 vs 64.0 at 1 row); greedy and temperature equal. So 1.
   int sampler_histogram_fill = 1;
 };
+
+// Sets the field named by "name=value" (ints; bools as 0 / 1 / true / false); an unknown name or a
+// malformed value throws deepinfer::Error naming it. For benches that A/B kernel choices.
+void set_cuda_option(CudaBackendOptions& options, std::string_view assignment);
 
 // The backend on CUDA device `device` (options from the environment).
 std::unique_ptr<Backend> make_cuda_backend(int device = 0);

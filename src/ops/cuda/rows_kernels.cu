@@ -124,6 +124,22 @@ __device__ __forceinline__ void rotate_pair(float x0, float x1, float c, float s
   y1 = x0 * s + x1 * c;
 }
 
+// The fused norm's rotation of column c of a row (o: its normed value; the rounded value of column c ^ 1
+// comes from the neighbouring lane, so every lane of the warp calls): rope_kernel's rotation of the
+// stored (rounded) values of the last rope_dim columns, the others unchanged.
+__device__ __forceinline__ float rope_column(float o, std::int64_t c, std::int64_t width, int bf16, float pos,
+                                             const RopeRows& rope) {
+  const float mine = round_like(bf16, o);
+  const float partner = __shfl_xor_sync(0xffffffffu, mine, 1);  // column c ^ 1
+  const std::int64_t first = width - rope.rope_dim;
+  if (c < first || c >= width) return o;
+  float sn, cs, y0, y1;
+  sincosf(pos * rope.inv_freq[(c - first) / 2], &sn, &cs);
+  const bool even = ((c - first) & 1) == 0;
+  rotate_pair(even ? mine : partner, even ? partner : mine, cs, sn, y0, y1);
+  return even ? y0 : y1;
+}
+
 // One block per row. The row and the weight are loaded up front, kNormRegs values per thread, so
 // their loads are in flight together (a strided loop of dependent loads was latency-bound: ~10 us
 // for one 4096-wide row). Thread tid sums columns tid, tid + kNormThreads, ... in order, then the
@@ -167,18 +183,7 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_kernel(DevRows x, DevRo
     const std::int64_t c = tid + k * kNormThreads;
     float o = v[k] * inv;
     if (has_weight) o = w[k] * o;
-    if (kRope) {
-      const float mine = round_like(out.bf16, o);
-      const float partner = __shfl_xor_sync(0xffffffffu, mine, 1);  // column c ^ 1
-      const std::int64_t first = x.width - rope.rope_dim;
-      if (c >= first && c < x.width) {
-        float sn, cs, y0, y1;
-        sincosf(pos * rope.inv_freq[(c - first) / 2], &sn, &cs);
-        const bool even = ((c - first) & 1) == 0;
-        rotate_pair(even ? mine : partner, even ? partner : mine, cs, sn, y0, y1);
-        o = even ? y0 : y1;
-      }
-    }
+    if (kRope) o = rope_column(o, c, x.width, out.bf16, pos, rope);
     if (c < x.width) store_elem(out, r, c, o);
   }
   // Columns past the registers (never with kRope): each is re-read by the thread that summed it
@@ -187,6 +192,49 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_kernel(DevRows x, DevRo
     float o = load_elem(x, r, c) * inv;
     if (has_weight) o = load_elem(weight, 0, c) * o;
     store_elem(out, r, c, o);
+  }
+}
+
+// rms_norm_kernel<true> for rows of at most kNormThreads columns (the query heads and the KV row, 512
+// wide): one warp per row instead of one 512-thread block, so a batch's 64 x T head rows are not 64 x T
+// block launches with two barriers each (batch 32: 23 us per call). Bit-identical to it: lane l holds
+// columns l + 32 w, chunk w's squares are summed by the same xor tree as warp w of the block and lane 0's
+// sum is taken, the chunk sums are added in chunk order from 0 like block_sum's; the rest is the same
+// expression per column.
+constexpr int kNormRowsPerBlock = 4;
+constexpr int kNormChunks = kNormThreads / 32;
+
+__global__ void __launch_bounds__(kNormRowsPerBlock * 32) rms_norm_rope_warp_kernel(DevRows x, DevRows weight,
+                                                                                   int has_weight, float eps,
+                                                                                   RopeRows rope) {
+  const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * kNormRowsPerBlock + threadIdx.x / 32;
+  if (r >= x.rows) return;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  std::uint32_t vb[kNormChunks], wb[kNormChunks];
+#pragma unroll
+  for (int w = 0; w < kNormChunks; ++w) {
+    const std::int64_t c = lane + 32 * w;
+    vb[w] = c < x.width ? load_bits(x, r, c) : 0u;
+    wb[w] = has_weight && c < x.width ? load_bits(weight, 0, c) : 0u;
+  }
+  float v[kNormChunks], total = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kNormChunks; ++w) {
+    v[w] = bits_value(x, vb[w]);
+    if (32 * w >= x.width) continue;  // (a chunk past the row adds 0 in the block kernel)
+    const float s = lane + 32 * w < x.width ? fmaf(v[w], v[w], 0.0f) : 0.0f;
+    total += __shfl_sync(0xffffffffu, warp_sum(s), 0);
+  }
+  const float inv = 1.0f / sqrtf(total / static_cast<float>(x.width) + eps);
+  const float pos = static_cast<float>(rope.positions[r / rope.heads]);
+#pragma unroll
+  for (int w = 0; w < kNormChunks; ++w) {
+    if (32 * w >= x.width) break;
+    const std::int64_t c = lane + 32 * w;
+    float o = v[w] * inv;
+    if (has_weight) o = bits_value(weight, wb[w]) * o;
+    o = rope_column(o, c, x.width, x.bf16, pos, rope);
+    if (c < x.width) store_elem(x, r, c, o);
   }
 }
 
@@ -349,6 +397,12 @@ bool rms_norm_rope_fits(std::int64_t width, int rope_dim) {
 void launch_rms_norm_rope(const DevRows& x, const DevRows* weight, float eps, const RopeRows& rope,
                           cudaStream_t stream) {
   if (x.rows == 0) return;
+  if (x.width <= kNormThreads) {  // (by width alone: a row's bits never depend on the row count)
+    const auto blocks = static_cast<unsigned>((x.rows + kNormRowsPerBlock - 1) / kNormRowsPerBlock);
+    rms_norm_rope_warp_kernel<<<blocks, kNormRowsPerBlock * 32, 0, stream>>>(x, weight ? *weight : DevRows{},
+                                                                             weight ? 1 : 0, eps, rope);
+    return;
+  }
   rms_norm_kernel<true><<<static_cast<unsigned>(x.rows), kNormThreads, 0, stream>>>(
       x, weight ? *weight : DevRows{}, weight ? 1 : 0, eps, x, rope);
 }
