@@ -501,5 +501,59 @@ TEST(CudaParity, MoeFp4WgmmaActBlock32MatchesCpuAndTheSkinnyKernel) {
   check_wgmma_act32(8, 6, 4096, 2048, 1400, {1, 8, 16});
 }
 
+// Weight-scale codes 0 (2^-127) and 255 (NaN), which no quantiser writes: the register-A form converts
+// codes by a shift into the exponent (0 -> 0, 255 -> inf) unless its CTA's scale table holds one of
+// them. A w2 block of code 255 must make its output column NaN for every token, as on the CPU (a shift
+// would give +-inf), in both forms (T = 1 / 16: register-A items of 8 / 16; T = 32: shared-memory items
+// of 32), and a token keeps its bits alone and in the batch; code-0 blocks in w1 / w3 / w2 ride along.
+TEST(CudaParity, MoeFp4WgmmaScaleCodes0And255KeepTheirValues) {
+  DEEPINFER_REQUIRE_GPU();
+  constexpr std::int64_t kD = 128, kNanColumn = 5;
+  std::vector<ExpertWeights> cpu_experts, gpu_experts;
+  cpu_experts.push_back({expert_weight(ExpertFmt::kFp4, kD, kD, 1500), expert_weight(ExpertFmt::kFp4, kD, kD, 1501),
+                         expert_weight(ExpertFmt::kFp4, kD, kD, 1502)});
+  ExpertWeights& ew = cpu_experts.front();
+  auto set_code = [](LinearWeight& w, std::int64_t row, std::int64_t block, std::uint8_t code) {
+    w.scale.data<std::uint8_t>()[row * w.scale.dim(1) + block] = code;
+  };
+  set_code(ew.w1, 7, 2, 0);
+  set_code(ew.w3, 11, 1, 0);
+  set_code(ew.w2, 9, 0, 0);
+  set_code(ew.w2, kNanColumn, 3, 255);
+  gpu_experts.push_back({to_gpu(ew.w1), to_gpu(ew.w3), to_gpu(ew.w2)});
+  const std::unique_ptr<Backend> wg = moe_wgmma_backend(true);
+  const MoeOptions options{10.0f, 128, DType::kBF16};
+  Tensor row0[3];
+  int n = 0;
+  for (std::int64_t t : {1, 16, 32}) {
+    SCOPED_TRACE(testing::Message() << "T=" << t);
+    const auto [x, id_t, wts] = moe_inputs(t, 1, 1, kD);
+    Tensor want = Tensor::empty({t, kD}, DType::kF32);
+    backend().moe_experts(x, id_t, wts, cpu_experts, options, want);
+    Tensor got_dev = poisoned({t, kD}, DType::kF32, *wg);
+    wg->moe_experts(to_gpu(x, *wg), to_gpu(id_t, *wg), to_gpu(wts, *wg), gpu_experts, options, got_dev);
+    const Tensor got = to_host(got_dev, *wg);
+    double worst = 0.0, scale = 0.0;
+    for (std::int64_t i = 0; i < got.numel(); ++i) {
+      const float g = got.data<float>()[i], w = want.data<float>()[i];
+      ASSERT_EQ(std::isnan(g), std::isnan(w)) << "token " << i / kD << " column " << i % kD << ": got " << g
+                                              << ", want " << w;
+      EXPECT_EQ(std::isnan(w), i % kD == kNanColumn) << "the CPU's NaNs: column " << i % kD;
+      if (std::isnan(w)) continue;
+      worst = std::max(worst, std::fabs(static_cast<double>(g) - w));
+      scale = std::max(scale, std::fabs(static_cast<double>(w)));
+    }
+    EXPECT_LE(worst, kTolBf16 * scale);
+    row0[n++] = got.narrow(0, 0, 1).clone();
+  }
+  // The same x rows lead every batch (moe_inputs draws them from one seed), so token 0 is the same token.
+  for (int i = 1; i < 3; ++i)
+    for (std::int64_t c = 0; c < kD; ++c) {
+      const float a = row0[0].data<float>()[c], b = row0[i].data<float>()[c];
+      EXPECT_TRUE(std::isnan(a) ? std::isnan(b) : std::memcmp(&a, &b, sizeof a) == 0)
+          << "token 0, column " << c << ": " << a << " alone, " << b << " in batch " << i;
+    }
+}
+
 }  // namespace
 }  // namespace deepinfer::ops::test

@@ -122,9 +122,9 @@ __device__ __forceinline__ CtaTile begin_tile(const SkinnyGemmArgs& args, std::i
   return t;
 }
 
-// One stage's B operand: NT swizzled e4m3 activation rows of K tile kt (rows past the item zero-
-// filled) and their act scales, KB per row (act block 128: 1; act block 32: 4, block b at xs[b * NT]).
-template <int NT, int KB = 1>
+// One stage's B operand (shared-memory form): NT swizzled e4m3 activation rows of K tile kt (rows past
+// the item zero-filled) and their act scales (act block 128: one per row).
+template <int NT>
 __device__ __forceinline__ void load_acts(const SkinnyGemmArgs& args, const std::int32_t* rows_s, std::uint8_t* b,
                                           float* xs, int kt) {
   const int tid = threadIdx.x;
@@ -134,24 +134,12 @@ __device__ __forceinline__ void load_acts(const SkinnyGemmArgs& args, const std:
     const std::uint8_t* g = src >= 0 ? args.x + src * args.ldx + kt * kBK + c * 16 : args.x;
     cp_async16_zfill(smem_u32(b + wg::swizzled(r, c)), g, src >= 0);
   }
-  if constexpr (KB == 1) {  // (the measured act-block-128 code, kept as it ran)
-    if (tid < NT) {
-      const std::int32_t src = rows_s[tid];
-      if (src >= 0) {
-        cp_async4(smem_u32(xs + tid), args.xs + static_cast<std::int64_t>(kt) * args.xs_ld + src);
-      } else {
-        xs[tid] = 0.0f;
-      }
-    }
-  } else {
-    for (int idx = tid; idx < NT * KB; idx += kThreads) {
-      const int r = idx % NT, blk = idx / NT;
-      const std::int32_t src = rows_s[r];
-      if (src >= 0) {
-        cp_async4(smem_u32(xs + idx), args.xs + (static_cast<std::int64_t>(kt) * KB + blk) * args.xs_ld + src);
-      } else {
-        xs[idx] = 0.0f;
-      }
+  if (tid < NT) {
+    const std::int32_t src = rows_s[tid];
+    if (src >= 0) {
+      cp_async4(smem_u32(xs + tid), args.xs + static_cast<std::int64_t>(kt) * args.xs_ld + src);
+    } else {
+      xs[tid] = 0.0f;
     }
   }
 }
@@ -159,7 +147,7 @@ __device__ __forceinline__ void load_acts(const SkinnyGemmArgs& args, const std:
 // acc += each 32-K partial of stage kt x (ue8m0 weight scale x act block scale), in ascending K (fmaf,
 // as skinny_fp4_wide_kernel does per 32-K step). Rows r_lo and r_lo + 8: one scale word each (byte s =
 // K step s).
-template <int NT, int R, int KB = 1>
+template <int NT, int R>
 __device__ __forceinline__ void scale_partials(float (&acc)[R], const float (&part)[4][R], const std::uint8_t* ws,
                                                int wstride, int r_lo, int kt, const float* xs) {
   const int lane = threadIdx.x % 32;
@@ -173,7 +161,7 @@ __device__ __forceinline__ void scale_partials(float (&acc)[R], const float (&pa
     for (int j = 0; j < NT / 8; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const float sx = xs[(KB == 1 ? 0 : s) * NT + j * 8 + (lane % 4) * 2 + (e % 2)];
+        const float sx = xs[j * 8 + (lane % 4) * 2 + (e % 2)];
         acc[4 * j + e] = fmaf(part[s][4 * j + e], sw[e / 2] * sx, acc[4 * j + e]);
       }
   }
@@ -321,159 +309,280 @@ __global__ void __launch_bounds__(kThreads) moe_fp4_wgmma_kernel(SkinnyGemmArgs 
 // The fp4 tile is not widened into shared memory: each thread converts the bytes of its own wgmma A
 // fragment (rows lane/4 and + 8 of its warp's 16, K 4q..4q+3 and 16+4q.. of each 32-K step, q =
 // lane % 4) straight from the cp.async ring into registers, so a stage costs one barrier, no e4m3
-// stores and no A reads by the tensor core from shared memory; the wgmma of stage t runs while the
-// partials of stage t - 1 are scaled (two partial sets, one fragment set). Same e4m3
-// codes, same K order inside each 32-K step (the A fragment is the one the swizzled tile describes),
-// same f32 scaling and ascending-K sum as the kernel above: bit-identical outputs.
+// stores and no A reads by the tensor core from shared memory. Same e4m3 codes, same K order inside
+// each 32-K step (the A fragment is the one the swizzled tile describes), same f32 scaling and
+// ascending-K sum as the kernel above: bit-identical outputs.
+//
+// Written for few instructions per weight byte (session 6: the first version issued ~600 SASS
+// instructions per 128-K stage, issue-bound at ~2 TB/s; this one ~240 for items of 8, ~270 for 16):
+// each thread's copies are fixed for the CTA (addresses computed once, no loops), a stage's B tile,
+// weight rows and act scales share one ring slot (one rolling offset), the weight scales convert by a
+// shift (exact for every code a quantiser writes; a CTA whose table holds code 0 or 255 converts them
+// as ue8m0_to_f32 does), and the wgmma descriptors are one add from the slot offset.
 
 // Weight rows of a stage padded to 80 bytes: the 8 rows x 2 words a warp's 32-bit reads touch fall in
-// 16 distinct banks (64-byte rows would put rows r and r + 2 in the same ones).
+// 16 distinct banks (64-byte rows would put rows r and r + 2 in the same ones). The pads hold the
+// stage's act scales.
 constexpr int kRegaRow = kRawRow + 16;
 
-template <int NT, int S, int KB>
+// One ring slot: the B tile (1024-aligned: the slot size is a multiple of 1024), then the 64 padded fp4
+// rows; act scale i of the stage (i = act block x NT + token) is float i % 4 of row i / 4's pad.
+template <int NT, int S>
 struct RegaLayout {
   static constexpr int kBTile = b_tile_bytes<NT>();
-  static constexpr int kB = 0;  // 1024-aligned B tiles first
-  static constexpr int kRaw = kB + S * kBTile;
-  static constexpr int kRawTile = kRows * kRegaRow;  // 5 KB
-  static constexpr int kXs = kRaw + S * kRawTile;
-  static constexpr int kWs = kXs + S * NT * 4 * KB;  // KB act scales per row and stage
+  static constexpr int kSlot = kBTile + kRows * kRegaRow;  // 6 KB (NT = 8) / 7 KB (16)
+  static_assert(kSlot % 1024 == 0, "every slot's B tile on a 1024-byte boundary");
+  static constexpr int kWs = S * kSlot;
   static int bytes(std::int64_t k) { return kWs + kRows * ws_stride(k) + 1024; }
+  static constexpr int xs_at(int i) { return kBTile + (i / 4) * kRegaRow + kRawRow + (i % 4) * 4; }
 };
 
 // 8 e2m1 (a 32-bit word, element 2b in the low nibble of byte b) -> 8 e4m3: .x = elements 0..3,
 // .y = 4..7. The codes skinny::e2m1x4_to_e4m3x4 gives (magnitude by table, sign bit moved to bit 7),
 // in 8 instructions for 8 elements: even elements' signs (bit 3 of a byte) reach bit 7 by the shift.
 template <typename = void>
-__device__ __forceinline__ uint2 e2m1x8_to_e4m3x8(std::uint32_t w) {
+__device__ __forceinline__ uint2 e2m1x8_to_e4m3x8(std::uint32_t w, std::uint32_t tbl) {
   const std::uint32_t m = w & 0x77777777u, u = w << 4;
-  const std::uint32_t mag0 = __byte_perm(0x3c383000u, 0x4c484440u, m);
-  const std::uint32_t mag1 = __byte_perm(0x3c383000u, 0x4c484440u, m >> 16);
+  const std::uint32_t mag0 = __byte_perm(tbl, 0x4c484440u, m);
+  const std::uint32_t mag1 = __byte_perm(tbl, 0x4c484440u, m >> 16);
   const std::uint32_t sg0 = __byte_perm(u, w, 0x5140u), sg1 = __byte_perm(u, w, 0x7362u);
   return make_uint2((sg0 & 0x80808080u) | mag0, (sg1 & 0x80808080u) | mag1);
 }
 
-// The A fragments of one stage: a[s] for K step s (32 K), from the stage's raw fp4 rows.
+// The A fragments of one stage: a[s] for K step s (32 K), from the thread's first word of row r_lo in
+// the stage's slot (`row`: bytes 4 (q / 2) .. of the row; row r_lo + 8 is 8 rows further).
 template <typename = void>
-__device__ __forceinline__ void rega_fragments(std::uint32_t (&a)[4][4], const std::uint8_t* raw, int r_lo,
-                                               std::uint32_t sel, int woff) {
+__device__ __forceinline__ void rega_fragments(std::uint32_t (&a)[4][4], const std::uint8_t* row, std::uint32_t sel,
+                                               std::uint32_t tbl) {
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const std::uint8_t* row = raw + (r_lo + 8 * h) * kRegaRow + woff;
+  for (int h = 0; h < 2; ++h)
 #pragma unroll
     for (int s = 0; s < 4; ++s) {
       // bytes 2q, 2q+1 (K 4q..4q+3) and 8+2q, 9+2q (K 16+4q..) of the step's 16 bytes
-      const std::uint32_t lo = *reinterpret_cast<const std::uint32_t*>(row + 16 * s);
-      const std::uint32_t hi = *reinterpret_cast<const std::uint32_t*>(row + 16 * s + 8);
-      const uint2 e = e2m1x8_to_e4m3x8(__byte_perm(lo, hi, sel));
+      const std::uint8_t* p = row + 8 * h * kRegaRow + 16 * s;
+      const std::uint32_t lo = *reinterpret_cast<const std::uint32_t*>(p);
+      const std::uint32_t hi = *reinterpret_cast<const std::uint32_t*>(p + 8);
+      const uint2 e = e2m1x8_to_e4m3x8(__byte_perm(lo, hi, sel), tbl);
       a[s][h] = e.x;
       a[s][2 + h] = e.y;
     }
+}
+
+// A thread's share of every stage's copies, fixed for the CTA (stage kt reads K tile kt of each source):
+// two 16-byte weight pieces (rows tid / 4 and + 32, chunk tid % 4), at most one 16-byte activation
+// chunk (row tid / 8, chunk tid % 8: threads < NT x 8) and one act scale (the last NT x KB threads).
+// Rows past the item are zero-filled (source size 0), as load_acts does.
+template <int NT, int S, int KB>
+struct RegaCopies {
+  using L = RegaLayout<NT, S>;
+  static constexpr int kScaleThreads = NT * KB;
+  const std::uint8_t* w_lo;  // K tile 0 of the thread's weight pieces (rows tid / 4 and + 32)
+  const std::uint8_t* w_hi;
+  const std::uint8_t* x;     // ... of its activation chunk
+  const float* xs;           // ... of its act scale
+  std::uint32_t xs_step;     // floats per K tile of act scales
+  std::uint32_t w_dst, x_dst, xs_dst, x_size, xs_size;  // slot offsets; bytes read (0: zero-fill)
+  bool x_on, xs_on;
+
+  __device__ __forceinline__ RegaCopies(const SkinnyGemmArgs& args, const CtaTile& t, const std::int32_t* rows_s) {
+    const int tid = threadIdx.x;
+    w_lo = t.w_bytes + (tid / 4) * (args.k / 2) + (tid % 4) * 16;
+    w_hi = w_lo + (kRows / 2) * (args.k / 2);
+    w_dst = L::kBTile + (tid / 4) * kRegaRow + (tid % 4) * 16;
+    x_on = tid < NT * 8;
+    const std::int32_t xrow = x_on ? rows_s[tid / 8] : -1;
+    x = xrow >= 0 ? args.x + xrow * args.ldx + (tid % 8) * 16 : args.x;
+    x_size = xrow >= 0 ? 16 : 0;
+    x_dst = wg::swizzled(tid / 8, tid % 8);
+    const int i = tid - (kThreads - kScaleThreads);  // act scale i = block x NT + token
+    xs_on = i >= 0;
+    const std::int32_t srow = xs_on ? rows_s[i % NT] : -1;
+    xs = args.xs + (xs_on ? (i / NT) * args.xs_ld : 0) + (srow >= 0 ? srow : 0);
+    xs_size = srow >= 0 ? 4 : 0;
+    xs_step = static_cast<std::uint32_t>(KB * args.xs_ld);
+    xs_dst = L::xs_at(xs_on ? i : 0);
+  }
+  // K tile kt into the slot at shared address `slot`.
+  __device__ __forceinline__ void issue(std::uint32_t slot, int kt) const {
+    const std::uint32_t wk = static_cast<std::uint32_t>(kt) * kRawRow;
+    cp_async_weight16(slot + w_dst, w_lo + wk);
+    cp_async_weight16(slot + w_dst + (kRows / 2) * kRegaRow, w_hi + wk);
+    if (x_on)
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(slot + x_dst),
+                   "l"(x + static_cast<std::uint32_t>(kt) * kBK), "r"(x_size)
+                   : "memory");
+    if (xs_on)
+      asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(slot + xs_dst),
+                   "l"(xs + static_cast<std::uint32_t>(kt) * xs_step), "r"(xs_size)
+                   : "memory");
+  }
+};
+
+// Byte s of a ue8m0 scale word as f32. EXACT: ue8m0_to_f32 (code 0 = 2^-127, 255 = NaN); else the code
+// shifted into the exponent field, the same value for codes 1..254 (quantize_fp4 writes no other: its
+// amax floor 6 x 2^-126 gives code >= 1) in two instructions instead of a compare-and-branch chain.
+template <bool EXACT, int S>
+__device__ __forceinline__ float ue8m0_byte(std::uint32_t word) {
+  if constexpr (EXACT) {
+    return ue8m0_to_f32(static_cast<std::uint8_t>(word >> (8 * S)));
+  } else if constexpr (8 * S <= 23) {
+    return __uint_as_float((word << (23 - 8 * S)) & 0x7f800000u);
+  } else {
+    return __uint_as_float((word >> (8 * S - 23)) & 0x7f800000u);
   }
 }
 
-// Stage kt's act scales (NT x KB floats) in the register-A layout.
-template <int NT, int S, int KB>
-__device__ __forceinline__ float* rega_xs(std::uint8_t* smem, int kt) {
-  return reinterpret_cast<float*>(smem + RegaLayout<NT, S, KB>::kXs + (kt % S) * NT * 4 * KB);
+// Whether the CTA's weight-scale table holds a code 0 or 255 (then the CTA scales with ue8m0_to_f32):
+// a byte is one of them iff its 8 bits are equal, i.e. b ^ (b >> 1) has no bit in 0..6.
+template <typename = void>
+__device__ __forceinline__ bool special_scale_codes(const std::uint8_t* ws, int wstride, int ktiles) {
+  const std::uint8_t* row = ws + (threadIdx.x / 2) * wstride;
+  std::uint32_t all = 0x80808080u;
+  for (int c = threadIdx.x % 2; c < ktiles; c += 2) {  // 64 rows, two threads a row
+    const std::uint32_t w = *reinterpret_cast<const std::uint32_t*>(row + 4 * c);
+    all &= ((w ^ (w >> 1)) & 0x7f7f7f7fu) + 0x7f7f7f7fu;  // bit 7 of a byte: some bit pair differs
+  }
+  return __syncthreads_or((all & 0x80808080u) != 0x80808080u) != 0;
 }
 
-// Stage kt into its ring slot: 64 fp4 row pieces of 64 bytes (padded rows) and the activations.
-template <int NT, int S, int KB>
-__device__ __forceinline__ void rega_load_stage(const SkinnyGemmArgs& args, const CtaTile& t,
-                                                const std::int32_t* rows_s, std::uint8_t* smem, int kt) {
-  using L = RegaLayout<NT, S, KB>;
-  const int tid = threadIdx.x;
-  std::uint8_t* raw = smem + L::kRaw + (kt % S) * L::kRawTile;
+// acc += each 32-K partial of a stage x (weight scale x act scale), in ascending K: scale_partials'
+// fmaf order and operands. sw_lo / sw_hi: the stage's scale words of rows r_lo / r_lo + 8 (byte s = K
+// step s); sx[b][j]: the act scales of block b for columns 8j + 2q, + 1.
+template <int NT, int KB, bool EXACT, int R>
+__device__ __forceinline__ void rega_scale(float (&acc)[R], const float (&part)[4][R], std::uint32_t sw_lo,
+                                           std::uint32_t sw_hi, const float2 (&sx)[KB][NT / 8]) {
+  const float sw[4][2] = {{ue8m0_byte<EXACT, 0>(sw_lo), ue8m0_byte<EXACT, 0>(sw_hi)},
+                          {ue8m0_byte<EXACT, 1>(sw_lo), ue8m0_byte<EXACT, 1>(sw_hi)},
+                          {ue8m0_byte<EXACT, 2>(sw_lo), ue8m0_byte<EXACT, 2>(sw_hi)},
+                          {ue8m0_byte<EXACT, 3>(sw_lo), ue8m0_byte<EXACT, 3>(sw_hi)}};
 #pragma unroll
-  for (int i = 0; i < kRawTile / 16 / kThreads; ++i) {
-    const int idx = tid + i * kThreads, r = idx / 4, c = idx % 4;
-    cp_async_weight16(smem_u32(raw + r * kRegaRow + c * 16),
-                      t.w_bytes + r * (args.k / 2) + static_cast<std::int64_t>(kt) * kRawRow + c * 16);
-  }
-  load_acts<NT, KB>(args, rows_s, smem + L::kB + (kt % S) * L::kBTile, rega_xs<NT, S, KB>(smem, kt), kt);
+  for (int s = 0; s < 4; ++s)
+#pragma unroll
+    for (int j = 0; j < NT / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float2 x = sx[KB == 1 ? 0 : s][j];
+        acc[4 * j + e] = fmaf(part[s][4 * j + e], sw[s][e / 2] * (e % 2 != 0 ? x.y : x.x), acc[4 * j + e]);
+      }
+}
+
+// The wgmma B descriptor of a shared address (wg::smem_desc) as its constant high word and a low word
+// that moves with the address (start >> 4: a slot offset or a K step adds without carrying out).
+template <typename = void>
+__device__ __forceinline__ std::uint64_t b_desc(std::uint32_t lo) {
+  return (wg::smem_desc(0) & ~std::uint64_t{0xffffffffu}) | lo;
+}
+
+// d = A · B (m64n8k32 / m64n16k32, A in registers, B by descriptor) with d written only: scale-d 0, so
+// the registers' old values are dead before the instruction and the compiler may reuse them meanwhile.
+template <typename = void>
+__device__ __forceinline__ void wgmma_e4m3_rs_fresh(float (&d)[4], const std::uint32_t (&a)[4], std::uint64_t db) {
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, 0, 1, 1;\n"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+template <typename = void>
+__device__ __forceinline__ void wgmma_e4m3_rs_fresh(float (&d)[8], const std::uint32_t (&a)[4], std::uint64_t db) {
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, "
+      "%12, 0, 1, 1;\n"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]), "=f"(d[5]), "=f"(d[6]), "=f"(d[7])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
 }
 
 template <int NT, int S, int MINB, int KB = 1>
 __global__ void __launch_bounds__(kThreads, MINB) moe_fp4_wgmma_rega_kernel(SkinnyGemmArgs args) {
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
   static_assert(S >= 3, "two stages ahead of the one being multiplied");
-  using L = RegaLayout<NT, S, KB>;
+  using L = RegaLayout<NT, S>;
   __shared__ std::int32_t rows_s[NT];
+  __shared__ std::uint32_t table_s;
   extern __shared__ __align__(1024) std::uint8_t smem_in[];
   if (static_cast<int>(blockIdx.y) >= *args.item_count) return;
   std::uint8_t* smem = align1024(smem_in);
   const CtaTile t = begin_tile<NT>(args, rows_s, smem + L::kWs);
+  // (k >> 40 is 0, but not to the compiler: see tbl below)
+  if (threadIdx.x == 0) table_s = 0x3c383000u | static_cast<std::uint32_t>(args.k >> 40);
   __syncthreads();
-  const int tid = threadIdx.x, lane = tid % 32, ktiles = t.ktiles;
-  auto xs_of = [&](int kt) { return rega_xs<NT, S, KB>(smem, kt); };
-  auto load_stage = [&](int kt) { rega_load_stage<NT, S, KB>(args, t, rows_s, smem, kt); };
-  // S - 2 stages ahead: a stage's slot is refilled two iterations after its wgmma was issued, when
-  // wait_group 1 has retired it. The prologue's stages (and the scale copies) form the first group;
-  // S - 3 empty groups keep the loop's count of one per stage.
+  const int lane = threadIdx.x % 32, q = lane % 4, ktiles = t.ktiles;
+  const std::uint32_t smem_addr = smem_u32(smem);
+  const RegaCopies<NT, S, KB> copies(args, t, rows_s);
+  // S - 2 stages ahead: a stage's slot is refilled two iterations after its wgmma was issued (waited
+  // for in the next one). The prologue's stages (and the scale copies) form the first group; S - 3
+  // empty groups keep the loop's count of one per stage.
 #pragma unroll
   for (int s = 0; s < S - 2; ++s)
-    if (s < ktiles) load_stage(s);
+    if (s < ktiles) copies.issue(smem_addr + s * L::kSlot, s);
 #pragma unroll
   for (int s = 0; s < S - 2; ++s) cp_async_commit_group();
 
   constexpr int R = NT / 2;
   const std::uint32_t sel = (lane & 1) != 0 ? 0x7632u : 0x5410u;  // q odd: the upper byte pair of each word
-  const int woff = 4 * ((lane % 4) >> 1);
+  // e4m3 magnitudes of e2m1 codes 0..3 in one register, read back from shared memory: as a known
+  // constant ptxas copies it from a uniform register before each of its 16 uses a stage.
+  const std::uint32_t tbl = table_s;
+  // Per-thread offsets within a slot: its fragment words, its act scale pairs (tokens 2q, 2q + 1 of
+  // column group j, act block b at pad row (b x NT + 8j) / 4 + q / 2).
+  const std::uint32_t frag_at = L::kBTile + t.r_lo * kRegaRow + 4 * (q / 2);
+  const std::uint32_t xs_at = L::xs_at(2 * q);
+  const std::uint32_t ws_at = L::kWs + t.r_lo * t.wstride, ws_hi = 8 * t.wstride;  // row r_lo's scales, + 8 rows
+  const std::uint32_t desc_lo = static_cast<std::uint32_t>(wg::smem_desc(smem_addr));
+  bool special = false;
   float acc[R];
 #pragma unroll
   for (int i = 0; i < R; ++i) acc[i] = 0.0f;
-  float part[2][4][R] = {};
-  std::uint32_t a_flat[16] = {};  // the A fragments of the stage in flight: a[s] for K step s
+  float part[4][R];               // the stage in flight's 32-K partials (wgmma scale-d 0: written fresh)
+  std::uint32_t a_flat[16] = {};  // its A fragments: a[s] for K step s
   auto& a = *reinterpret_cast<std::uint32_t(*)[4][4]>(a_flat);
-  // One stage; B = its fragment / partial set (a compile-time index keeps the sets in registers),
-  // `first`: no earlier stage to scale. The call sequence below keeps every path through the loop
-  // touching only retired partials (else ptxas serialises the wgmmas, C7514).
-  auto stage = [&](int kt, auto set, auto first) {
-    constexpr int B = decltype(set)::value;
+  // Ring slots as byte offsets: stage kt's (cur), kt - 1's (prev: its act scales are read when its
+  // partials are scaled) and kt - 2's (free: it receives stage kt + S - 2).
+  std::uint32_t cur = 0, prev = (S - 1) * L::kSlot, prev2 = (S - 2) * L::kSlot;
+  // Stage kt's partials into acc (its wgmma done; its slot is `prev` by then).
+  auto scale = [&](int kt) {
+    wg::wgmma_wait<0>();
+    for (auto& p : part) wg::fence_operands(p);
+    wg::fence_operands(a_flat);
+    float2 sx[KB][NT / 8];
+#pragma unroll
+    for (int b = 0; b < KB; ++b)
+#pragma unroll
+      for (int j = 0; j < NT / 8; ++j)
+        sx[b][j] = *reinterpret_cast<const float2*>(smem + prev + xs_at + (b * NT + 8 * j) / 4 * kRegaRow);
+    const std::uint8_t* ws = smem + ws_at + 4 * kt;
+    const std::uint32_t sw_lo = *reinterpret_cast<const std::uint32_t*>(ws);
+    const std::uint32_t sw_hi = *reinterpret_cast<const std::uint32_t*>(ws + ws_hi);
+    if (special) {
+      rega_scale<NT, KB, true>(acc, part, sw_lo, sw_hi, sx);
+    } else {
+      rega_scale<NT, KB, false>(acc, part, sw_lo, sw_hi, sx);
+    }
+  };
+  // One stage: refill the free slot, scale stage kt - 1 (`first`: none), convert stage kt's fragments
+  // and issue its wgmmas. The tensor core multiplies stage kt while the next stage's barrier and copies
+  // issue; scaling kt - 1 before converting kt keeps one partial and one fragment set (84 registers
+  // for items of 8, no spills: 5 CTAs an SM).
+  auto stage = [&](int kt, auto first) {
     cp_async_wait_group<S - 3>();
     wg::fence_proxy_async();  // this thread's copies of stage kt, for the wgmma's B reads
     __syncthreads();          // everyone's; everyone is past stage kt - 1's reads and kt - 2's wgmma
-    if (kt + S - 2 < ktiles) load_stage(kt + S - 2);
+    if constexpr (decltype(first)::value) special = special_scale_codes(smem + L::kWs, t.wstride, ktiles);
+    if (kt + S - 2 < ktiles) copies.issue(smem_addr + prev2, kt + S - 2);
     cp_async_commit_group();
-    if constexpr (!decltype(first)::value) {  // stage kt - 1's wgmma: its fragments are rewritten next
-      wg::wgmma_wait<0>();
-      for (auto& p : part[1 - B]) wg::fence_operands(p);
-      wg::fence_operands(a_flat);
-    }
-    rega_fragments(a, smem + L::kRaw + (kt % S) * L::kRawTile, t.r_lo, sel, woff);
-    for (auto& p : part[B]) wg::fence_operands(p);
+    if constexpr (!decltype(first)::value) scale(kt - 1);
+    rega_fragments(a, smem + cur + frag_at, sel, tbl);
     wg::wgmma_fence();
-    const std::uint32_t b_addr = smem_u32(smem + L::kB + (kt % S) * L::kBTile);
+    const std::uint32_t d = desc_lo + (cur >> 4);
 #pragma unroll
-    for (int s = 0; s < 4; ++s) wg::wgmma_e4m3_rs(part[B][s], a[s], wg::smem_desc(b_addr + s * 32), 0);
+    for (int s = 0; s < 4; ++s) wgmma_e4m3_rs_fresh(part[s], a[s], b_desc(d + 2 * s));  // + 32 B a K step
     wg::wgmma_commit();
-    // stage kt - 1's scaling runs while the tensor core multiplies stage kt
-    if constexpr (!decltype(first)::value)
-      scale_partials<NT, R, KB>(acc, part[1 - B], smem + L::kWs, t.wstride, t.r_lo, kt - 1, xs_of(kt - 1));
+    prev2 = prev;
+    prev = cur;
+    cur = cur + L::kSlot == S * L::kSlot ? 0 : cur + L::kSlot;
   };
-  // The last stage's partials (set B), once every wgmma is done.
-  auto finish = [&](int kt, auto set) {
-    constexpr int B = decltype(set)::value;
-    wg::wgmma_wait<0>();
-    for (auto& p : part[B]) wg::fence_operands(p);
-    wg::fence_operands(a_flat);
-    scale_partials<NT, R, KB>(acc, part[B], smem + L::kWs, t.wstride, t.r_lo, kt, xs_of(kt));
-  };
-  using Set0 = std::integral_constant<int, 0>;
-  using Set1 = std::integral_constant<int, 1>;
-  stage(0, Set0{}, std::true_type{});
-  int kt = 1;
-  for (; kt + 1 < ktiles; kt += 2) {
-    stage(kt, Set1{}, std::false_type{});
-    stage(kt + 1, Set0{}, std::false_type{});
-  }
-  if (kt < ktiles) {
-    stage(kt, Set1{}, std::false_type{});
-    finish(kt, Set1{});
-  } else {
-    finish(kt - 1, Set0{});
-  }
+  stage(0, std::true_type{});
+  for (int kt = 1; kt < ktiles; ++kt) stage(kt, std::false_type{});
+  scale(ktiles - 1);
   finish_cta<NT>(args, acc, t);
 #else
   __trap();
@@ -490,17 +599,18 @@ void launch_kernel(Kernel kernel, int smem, const SkinnyGemmArgs& args, int grid
   kernel<<<grid, kThreads, static_cast<std::size_t>(smem), stream>>>(args);
 }
 
-// Items of <= 16 rows: the register-A form (5 stages; 5 CTAs per SM for 8-row items), act block 128 or
-// 32 (V4.1); items of 32 rows: the shared-memory form.
+// Items of <= 16 rows: the register-A form (5 stages; 5 CTAs per SM for 8-row items, 4 for 16: their
+// shared memory, 40 / 45 KB at K 4096, allows no more), act block 128 or 32 (V4.1); items of 32 rows: the
+// shared-memory form.
 template <int NT>
 void launch_config(const SkinnyGemmArgs& args, int grid_y, int grid_z, cudaStream_t stream) {
   if constexpr (NT <= 16) {
-    constexpr int kMinBlocks = NT == 8 ? 5 : 1;
+    constexpr int kMinBlocks = NT == 8 ? 5 : 4;
     if (args.act_block == 32) {
-      launch_kernel(moe_fp4_wgmma_rega_kernel<NT, 5, kMinBlocks, 4>, RegaLayout<NT, 5, 4>::bytes(args.k), args, grid_y,
+      launch_kernel(moe_fp4_wgmma_rega_kernel<NT, 5, kMinBlocks, 4>, RegaLayout<NT, 5>::bytes(args.k), args, grid_y,
                     grid_z, stream);
     } else {
-      launch_kernel(moe_fp4_wgmma_rega_kernel<NT, 5, kMinBlocks, 1>, RegaLayout<NT, 5, 1>::bytes(args.k), args, grid_y,
+      launch_kernel(moe_fp4_wgmma_rega_kernel<NT, 5, kMinBlocks, 1>, RegaLayout<NT, 5>::bytes(args.k), args, grid_y,
                     grid_z, stream);
     }
   } else {
