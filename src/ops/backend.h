@@ -59,6 +59,17 @@ class Backend {
   // Waits for queued work (no-op on the CPU).
   virtual void synchronize() = 0;
 
+  // ---- a second lane of ops ----------------------------------------------------------------
+  // Ops that may run alongside the main sequence (the CUDA backend: a side stream with its own
+  // scratch, where it finds overlap worth it for `rows` activation rows; elsewhere every op runs in
+  // issue order, which gives the same results). After fork_side_lane ops run on the side lane, after
+  // everything issued before it; after return_to_main_lane they run on the main lane again, alongside
+  // the side lane's; after join_side_lane the main lane waits for the side lane's ops. A tensor one
+  // lane writes must not be read or written by the other before the join. Use SideLane (below).
+  virtual void fork_side_lane(std::int64_t rows) { (void)rows; }
+  virtual void return_to_main_lane() {}
+  virtual void join_side_lane() {}
+
   // ---- elementwise / rows -----------------------------------------------------------------
   // out[t, ..., :] = table[ids[t], :] for every middle index (expands one embedding to n copies).
   // ids: i32 [T]; table: f32/bf16 [V, D]; out: [T, D] or [T, n, D].
@@ -230,6 +241,31 @@ class Backend {
   // add_sampled_to_history's shape and dtype checks (every backend).
   static void check_add_sampled_to_history(const Tensor& rows, const Tensor& entries, const Tensor& sources,
                                            const Tensor& sampled);
+};
+
+// A side lane for one scope: forks at construction, joins at join() or, if an op threw first, at
+// destruction (so the backend is back on its main lane whatever happens).
+class SideLane {
+ public:
+  SideLane(Backend& backend, std::int64_t rows) : backend_(backend) { backend_.fork_side_lane(rows); }
+  SideLane(const SideLane&) = delete;
+  SideLane& operator=(const SideLane&) = delete;
+  ~SideLane() {
+    if (joined_) return;
+    try {
+      backend_.join_side_lane();
+    } catch (...) {  // an error is already on its way out (or the device is lost): nothing to add
+    }
+  }
+  void return_to_main() { backend_.return_to_main_lane(); }
+  void join() {
+    joined_ = true;
+    backend_.join_side_lane();
+  }
+
+ private:
+  Backend& backend_;
+  bool joined_ = false;
 };
 
 inline void Backend::apply_token_mask(Tensor& logits, const Tensor& mask) {

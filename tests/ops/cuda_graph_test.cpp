@@ -376,6 +376,68 @@ TEST(CudaGraph, DependentLaunchedWgmmaLinearsReplayBitForBit) {
   }
 }
 
+TEST(CudaGraph, SideLaneBranchesReplayBitForBitAndMatchOneLane) {
+  DEEPINFER_REQUIRE_GPU();
+  // Two chains of FP8 linears on x (each op with its own scratch temporaries): one on the side lane,
+  // one on the main lane, joined before their sum. Eager on two lanes == eager on one lane (a backend
+  // with side_lane_max_rows 0) == the captured graph's replays over new inputs, bit for bit.
+  Backend& be = gpu();
+  CudaBackendOptions one_lane_options;
+  one_lane_options.side_lane_max_rows = 0;
+  const std::unique_ptr<Backend> one_lane = make_cuda_backend(one_lane_options);
+  constexpr std::int64_t kM = 5, kD = 2048, kH = 1024;
+  auto weight = [](std::int64_t n, std::int64_t k, std::uint64_t seed) {
+    return to_gpu(test::quantize_fp8_block(test::random_tensor(Shape{n, k}, seed, 0.05f), 128));
+  };
+  const LinearWeight wa = weight(kH, kD, 41), wb = weight(kD, kH, 42), wc = weight(kH, kD, 43), wd = weight(kD, kH, 44);
+  Tensor x = be.empty(Shape{kM, kD}, DType::kBF16);
+  Tensor ha = be.empty(Shape{kM, kH}, DType::kBF16), hc = be.empty(Shape{kM, kH}, DType::kBF16);
+  Tensor ya = be.empty(Shape{kM, kD}, DType::kF32), yc = be.empty(Shape{kM, kD}, DType::kF32);
+  Tensor out = be.empty(Shape{kM, kD}, DType::kF32);
+  auto run = [&](Backend& b) {
+    SideLane side(b, kM);
+    b.linear(x, wa, LinearOptions{128}, ha);
+    b.linear(ha, wb, LinearOptions{128}, ya);
+    side.return_to_main();
+    b.linear(x, wc, LinearOptions{128}, hc);
+    b.linear(hc, wd, LinearOptions{128}, yc);
+    side.join();
+    b.add(ya, yc, out);
+  };
+  auto load = [&](std::uint64_t seed) {
+    be.copy(to_gpu(test::random_tensor(Shape{kM, kD}, seed, 1.0f, DType::kBF16)), x);
+  };
+  load(40);
+  run(be);  // eager first: both lanes' scratch sized outside the capture
+  be.synchronize();
+  Graph graph = capture_graph(be, [&] { run(be); });
+  for (std::uint64_t seed : {45u, 46u, 47u}) {
+    load(seed);
+    be.synchronize();  // (the one-lane backend reads x on its own stream)
+    run(*one_lane);
+    one_lane->synchronize();
+    const auto want = bytes_of(out);
+    be.fill(out, 0.0f);
+    run(be);
+    be.synchronize();
+    EXPECT_EQ(bytes_of(out), want) << "two lanes eager, seed " << seed;
+    be.fill(out, 0.0f);
+    graph.replay();
+    EXPECT_EQ(bytes_of(out), want) << "graph replay, seed " << seed;
+  }
+  // An op that throws on the side lane: the scope still joins, so the next fork works.
+  {
+    SideLane side(be, kM);
+    Tensor wrong = be.empty(Shape{kM, kH + 1}, DType::kF32);
+    EXPECT_THROW(be.linear(x, wa, LinearOptions{128}, wrong), Error);
+  }
+  EXPECT_EQ(error_of([&] {
+              SideLane side(be, kM);
+              side.join();
+            }),
+            "");
+}
+
 TEST(CudaGraph, ReplaysStayValidAfterLaterScratchGrowth) {
   DEEPINFER_REQUIRE_GPU();
   Backend& be = gpu();

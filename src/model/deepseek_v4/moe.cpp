@@ -21,6 +21,19 @@ void moe_forward(ForwardContext& cx, const io::LayerSpec& spec, const MoeWeights
   ops::Backend& be = cx.backend;
   const std::int64_t t = step.tokens, k = c.num_experts_per_tok, dim = c.hidden_size;
 
+  // The shared expert needs only v: on the backend's side lane it runs beside the routing and the
+  // routed experts, whose decode GEMMs leave most of the GPU's issue slots idle at small batches.
+  ops::SideLane side(be, t);
+  const ops::ExpertWeights& sh = w.shared;
+  Tensor gate = cx.act(Shape{t, sh.w1.out_features()});
+  Tensor up = cx.act(Shape{t, sh.w3.out_features()});
+  be.linear(v, sh.w1, cx.linear_options(sh.w1), gate);
+  be.linear(v, sh.w3, cx.linear_options(sh.w3), up);
+  be.swiglu(gate, up, static_cast<float>(c.swiglu_limit), gate);  // the shared expert clamps too (MODEL_SPEC P9)
+  Tensor shared = cx.act(Shape{t, dim});
+  be.linear(gate, sh.w2, cx.linear_options(sh.w2), shared);
+  side.return_to_main();
+
   Tensor logits = cx.alloc(Shape{t, c.n_routed_experts}, DType::kF32);
   be.linear(v, w.gate, {}, logits);  // the reference routes in f32 on unquantised inputs
   if (c.gate_temp != 1.0) be.scale(logits, static_cast<float>(1.0 / c.gate_temp), logits);
@@ -42,15 +55,7 @@ void moe_forward(ForwardContext& cx, const io::LayerSpec& spec, const MoeWeights
   moe.act_quant_block = cx.linear_options(w.experts.front().w1).act_quant_block;
   moe.intermediate_dtype = cx.numerics.act;
   be.moe_experts(v, ids, weights, w.experts, moe, routed);
-
-  const ops::ExpertWeights& sh = w.shared;
-  Tensor gate = cx.act(Shape{t, sh.w1.out_features()});
-  Tensor up = cx.act(Shape{t, sh.w3.out_features()});
-  be.linear(v, sh.w1, cx.linear_options(sh.w1), gate);
-  be.linear(v, sh.w3, cx.linear_options(sh.w3), up);
-  be.swiglu(gate, up, moe.swiglu_limit, gate);  // the shared expert clamps too (MODEL_SPEC P9)
-  Tensor shared = cx.act(Shape{t, dim});
-  be.linear(gate, sh.w2, cx.linear_options(sh.w2), shared);
+  side.join();
   be.add(routed, shared, out);
 }
 

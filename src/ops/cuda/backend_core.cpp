@@ -94,7 +94,14 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options) : device_(options.de
   DI_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&err_), kErrorWords * sizeof(int)));
   DI_CUDA_CHECK(cudaMemsetAsync(err_, 0, kErrorWords * sizeof(int), stream_));
   cublas_workspace_bytes_ = std::size_t{32} << 20;
-  DI_CUDA_CHECK(cudaMalloc(&cublas_workspace_, cublas_workspace_bytes_));
+  DI_CUDA_CHECK(cudaMalloc(&cublas_workspace_[0], cublas_workspace_bytes_));
+  main_stream_ = stream_;
+  if (options_.side_lane_max_rows > 0) {  // (allocated here: a first fork may come inside a graph capture)
+    DI_CUDA_CHECK(cudaMalloc(&cublas_workspace_[1], cublas_workspace_bytes_));
+    DI_CUDA_CHECK(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking));
+    DI_CUDA_CHECK(cudaEventCreateWithFlags(&fork_event_, cudaEventDisableTiming));
+    DI_CUDA_CHECK(cudaEventCreateWithFlags(&join_event_, cudaEventDisableTiming));
+  }
   DI_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
@@ -102,13 +109,17 @@ CudaBackend::~CudaBackend() {
   // Destructors must not throw: release what exists and ignore failures (the process may be
   // tearing down the context already).
   cudaSetDevice(device_);
-  if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+  for (cudaStream_t s : {main_stream_, side_stream_})
+    if (s != nullptr) cudaStreamSynchronize(s);
   expert_tables_.clear();
-  scratch_owner_.reset();  // frees scratch_ (graphs must not outlive their backend)
-  cudaFree(cublas_workspace_);
+  for (ScratchArena& arena : scratch_) arena.owner.reset();  // frees the buffers (graphs must not outlive their backend)
+  for (void* w : cublas_workspace_) cudaFree(w);
   cudaFree(err_);
   if (lt_ != nullptr) cublasLtDestroy(lt_);
-  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  for (cudaEvent_t e : {fork_event_, join_event_})
+    if (e != nullptr) cudaEventDestroy(e);
+  for (cudaStream_t s : {main_stream_, side_stream_})
+    if (s != nullptr) cudaStreamDestroy(s);
 }
 
 void CudaBackend::activate() const {
@@ -118,29 +129,58 @@ void CudaBackend::activate() const {
 }
 
 std::uint8_t* CudaBackend::scratch(std::size_t bytes, const char* op) {
-  if (bytes <= scratch_bytes_) return scratch_;
+  ScratchArena& arena = scratch_[lane_];
+  if (bytes <= arena.bytes) return arena.base;
   DI_CHECK(!capturing(),
            "CUDA backend: {} needs {} bytes of scratch (have {}) during graph capture; run the same step once "
            "before capturing (the warm-up sizes the scratch)",
-           op, bytes, scratch_bytes_);
-  DI_CUDA_CHECK(cudaStreamSynchronize(stream_));  // earlier kernels may still use the old buffer
-  const std::size_t grown = std::max(bytes, scratch_bytes_ + scratch_bytes_ / 2);
-  scratch_owner_.reset();  // freed now unless a captured graph still replays it
-  scratch_ = nullptr;
-  scratch_bytes_ = 0;
-  const cudaError_t status = cudaMalloc(reinterpret_cast<void**>(&scratch_), grown);
+           op, bytes, arena.bytes);
+  DI_CUDA_CHECK(cudaStreamSynchronize(stream_));  // earlier kernels of this lane may still use the old buffer
+  const std::size_t grown = std::max(bytes, arena.bytes + arena.bytes / 2);
+  arena.owner.reset();  // freed now unless a captured graph still replays it
+  arena.base = nullptr;
+  arena.bytes = 0;
+  const cudaError_t status = cudaMalloc(reinterpret_cast<void**>(&arena.base), grown);
   if (status != cudaSuccess) {
     cudaGetLastError();
-    scratch_ = nullptr;
+    arena.base = nullptr;
     std::size_t free_bytes = 0, total_bytes = 0;
     cudaMemGetInfo(&free_bytes, &total_bytes);
     throw_error("CUDA backend: cannot allocate {} bytes of scratch on device {} ({} of {} bytes free)", grown, device_,
                 free_bytes, total_bytes);
   }
-  scratch_owner_ = own_device_memory(scratch_, device_, grown);
-  scratch_bytes_ = grown;
+  arena.owner = own_device_memory(arena.base, device_, grown);
+  arena.bytes = grown;
   note_device_bytes(device_, static_cast<std::int64_t>(grown));
-  return scratch_;
+  return arena.base;
+}
+
+// The side lane: ops after the fork wait (on the device) for everything issued before it; the main
+// lane waits for the side lane's ops only at the join. Only one fork at a time.
+void CudaBackend::fork_side_lane(std::int64_t rows) {
+  DI_CHECK(!side_forked_, "fork_side_lane: the side lane is forked already (join it first)");
+  if (side_stream_ == nullptr || rows > options_.side_lane_max_rows) return;  // ops stay in order on the main lane
+  activate();
+  DI_CUDA_CHECK(cudaEventRecord(fork_event_, main_stream_));
+  DI_CUDA_CHECK(cudaStreamWaitEvent(side_stream_, fork_event_, 0));
+  side_forked_ = true;
+  lane_ = 1;
+  stream_ = side_stream_;
+}
+
+void CudaBackend::return_to_main_lane() {
+  if (lane_ == 0) return;
+  activate();
+  DI_CUDA_CHECK(cudaEventRecord(join_event_, side_stream_));
+  lane_ = 0;
+  stream_ = main_stream_;
+}
+
+void CudaBackend::join_side_lane() {
+  if (!side_forked_) return;
+  return_to_main_lane();
+  side_forked_ = false;
+  DI_CUDA_CHECK(cudaStreamWaitEvent(main_stream_, join_event_, 0));
 }
 
 void CudaBackend::check_faults() {
@@ -154,7 +194,8 @@ void CudaBackend::check_faults() {
 void CudaBackend::synchronize() {
   activate();
   check_not_capturing("synchronize");
-  DI_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  if (side_stream_ != nullptr) DI_CUDA_CHECK(cudaStreamSynchronize(side_stream_));
+  DI_CUDA_CHECK(cudaStreamSynchronize(main_stream_));
   check_faults();
 }
 

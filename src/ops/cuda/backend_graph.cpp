@@ -142,7 +142,8 @@ Graph CudaBackend::end_capture() {
   }
   Graph out(std::make_unique<CudaGraphExec>(exec, nodes, stream_, device_));
   // Ops captured scratch pointers: the buffer outlives any later growth while the graph exists.
-  if (scratch_owner_ != nullptr) out.keep_alive(scratch_owner_);
+  for (const ScratchArena& arena : scratch_)
+    if (arena.owner != nullptr) out.keep_alive(arena.owner);
   return out;
 }
 
@@ -158,9 +159,10 @@ void CudaBackend::abort_capture() noexcept {
   cudaGetLastError();
 }
 
-// Every op's temporaries come from the scratch buffer, so every capture holds it (end_capture); its
-// address changes only when it grows (the old buffer stays allocated while a graph holds it).
-const void* CudaBackend::captured_memory() const { return scratch_; }
+// Every op's temporaries come from the scratch buffers, so every capture holds them (end_capture); the
+// main lane's address changes only when it grows (the old buffer stays allocated while a graph holds
+// it). The side lane's buffer needs no check: a graph replays the one it captured, kept alive.
+const void* CudaBackend::captured_memory() const { return scratch_[0].base; }
 
 std::unique_ptr<detail::HostUploader> CudaBackend::make_uploader(std::size_t bytes, int slots) {
   return std::make_unique<CudaUploader>(*this, bytes, slots);

@@ -418,7 +418,7 @@ bool CudaBackend::gemm_cublas_fp8(const DevRows& x, const LinearWeight& w, const
   DI_CUDA_CHECK_LAUNCH("linear (fp8 cublas staging)");
   const float alpha = 1.0f, beta = 0.0f;
   DI_CUBLAS_CHECK(cublasLtMatmul(lt_, mm.desc, &alpha, w.data.raw_data(), mm.a, codes, mm.b, &beta, out.base, mm.d,
-                                 out.base, mm.d, &heuristic.algo, cublas_workspace_, cublas_workspace_bytes_, stream_));
+                                 out.base, mm.d, &heuristic.algo, cublas_workspace(), cublas_workspace_bytes_, stream_));
   return true;
 }
 
@@ -449,7 +449,7 @@ bool CudaBackend::gemm_cublas(const DevRows& x, const LinearWeight& w, int act_b
   DI_CUDA_CHECK_LAUNCH("linear (cublas staging)");
   const float alpha = 1.0f, beta = 0.0f;
   DI_CUBLAS_CHECK(cublasLtMatmul(lt_, mm.desc, &alpha, w16, mm.a, a, mm.b, &beta, out.base, mm.d, out.base, mm.d,
-                                 &heuristic.algo, cublas_workspace_, cublas_workspace_bytes_, stream_));
+                                 &heuristic.algo, cublas_workspace(), cublas_workspace_bytes_, stream_));
   return true;
 }
 

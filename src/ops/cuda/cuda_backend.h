@@ -96,6 +96,10 @@ struct CudaBackendOptions {
   // 0: 73.8 / 219.0 / 831.0 / 2,676.8, 1: 70.4 / 132.0 / 328.0 / 804.7; peaked top-p 4-7% slower with 1
   // (66.4 vs 64.0 at 1 row); greedy and temperature equal. So 1.
   int sampler_histogram_fill = 1;
+  // Steps of at most this many rows run the ops a model puts on a side lane (Backend::fork_side_lane:
+  // V4's shared expert beside the routing and the routed experts) on a second stream, with its own
+  // scratch and cuBLASLt workspace (32 MB); 0 = every op on one stream. Same results either way.
+  int side_lane_max_rows = 256;
 };
 
 // Sets the field named by "name=value" (ints; bools as 0 / 1 / true / false); an unknown name or a

@@ -52,6 +52,11 @@ class CudaBackend final : public Backend, public GraphBackend {
   void fill(Tensor& dst, float value) override;
   void convert(const Tensor& src, Tensor& dst) override;
   void synchronize() override;
+  // The side lane: a second stream (events fork and join it, so graph capture records the
+  // branches), its own scratch and cuBLASLt workspace (backend_core.cpp).
+  void fork_side_lane(std::int64_t rows) override;
+  void return_to_main_lane() override;
+  void join_side_lane() override;
 
   void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
   void gather_rows(const Tensor& src, const Tensor& rows, Tensor& out) override;
@@ -138,6 +143,8 @@ class CudaBackend final : public Backend, public GraphBackend {
   // growth stays allocated while a graph captured with it exists.
   std::uint8_t* scratch(std::size_t bytes, const char* op = "an op");
   int* fault_word() const { return err_; }
+  // The cuBLASLt workspace of the lane ops are issued on (32 MB each).
+  void* cublas_workspace() const { return cublas_workspace_[lane_]; }
   int sm_count() const { return sm_count_; }
   // What this device's architecture allows (kernel and library choices read it; device_arch.h).
   const ArchFeatures& arch() const { return *arch_; }
@@ -153,11 +160,20 @@ class CudaBackend final : public Backend, public GraphBackend {
   int* err_ = nullptr;
   int sm_count_ = 0;
   const ArchFeatures* arch_ = nullptr;  // never null once constructed (cuda_device_status checked it)
-  std::uint8_t* scratch_ = nullptr;
-  std::size_t scratch_bytes_ = 0;
-  std::shared_ptr<const void> scratch_owner_;  // shared with the graphs that captured scratch_
-  void* cublas_workspace_ = nullptr;
+  // Temporaries of each lane's ops ([0] main, [1] side: the lanes' ops may run at once, so they never
+  // share a buffer); a buffer replaced by growth stays allocated while a graph that captured it exists.
+  struct ScratchArena {
+    std::uint8_t* base = nullptr;
+    std::size_t bytes = 0;
+    std::shared_ptr<const void> owner;  // shared with those graphs
+  };
+  ScratchArena scratch_[2];
+  void* cublas_workspace_[2] = {};
   std::size_t cublas_workspace_bytes_ = 0;
+  int lane_ = 0;               // the lane ops are issued on: stream_ is its stream
+  bool side_forked_ = false;   // between fork_side_lane (that forked) and join_side_lane
+  cudaStream_t main_stream_ = nullptr, side_stream_ = nullptr;
+  cudaEvent_t fork_event_ = nullptr, join_event_ = nullptr;
   // Device copies of the per-expert weight tables of moe_experts, keyed by a hash of the pointers.
   std::unordered_map<std::uint64_t, Tensor> expert_tables_;
 
