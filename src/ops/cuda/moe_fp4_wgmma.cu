@@ -560,7 +560,7 @@ __global__ void __launch_bounds__(kThreads, MINB) moe_fp4_wgmma_rega_kernel(Skin
   };
   // One stage: refill the free slot, scale stage kt - 1 (`first`: none), convert stage kt's fragments
   // and issue its wgmmas. The tensor core multiplies stage kt while the next stage's barrier and copies
-  // issue; scaling kt - 1 before converting kt keeps one partial and one fragment set (84 registers
+  // issue; scaling kt - 1 before converting kt keeps one partial and one fragment set (80 registers
   // for items of 8, no spills: 5 CTAs an SM).
   auto stage = [&](int kt, auto first) {
     cp_async_wait_group<S - 3>();
