@@ -39,22 +39,18 @@ Tensor compressed_list(ForwardContext& cx, const Step& step, const io::LayerSpec
 }
 
 // Compressor projections of the whole batch (token-parallel), in f32 on unquantised inputs as
-// the reference runs them.
-void project_compressed(ForwardContext& cx, const AttentionWeights& w, const Tensor& u, const Tensor& q_lat,
-                        const Tensor& positions, Projections& pr) {
+// the reference runs them: the KV compressor's, then (CSA) the indexer's with its queries.
+void project_compressor(ForwardContext& cx, const CompressorWeights& cw, const Tensor& u, Tensor& kv, Tensor& gate) {
   const std::int64_t t = u.dim(0);
-  ops::Backend& be = cx.backend;
-  const CompressorWeights& cw = *w.compressor;
-  pr.c_kv = cx.alloc(Shape{t, cw.wkv.out_features()}, DType::kF32);
-  pr.c_gate = cx.alloc(Shape{t, cw.wgate.out_features()}, DType::kF32);
-  be.linear(u, cw.wkv, {}, pr.c_kv);
-  be.linear(u, cw.wgate, {}, pr.c_gate);
-  if (!w.indexer) return;
-  const IndexerWeights& iw = *w.indexer;
-  pr.i_kv = cx.alloc(Shape{t, iw.compressor.wkv.out_features()}, DType::kF32);
-  pr.i_gate = cx.alloc(Shape{t, iw.compressor.wgate.out_features()}, DType::kF32);
-  be.linear(u, iw.compressor.wkv, {}, pr.i_kv);
-  be.linear(u, iw.compressor.wgate, {}, pr.i_gate);
+  kv = cx.alloc(Shape{t, cw.wkv.out_features()}, DType::kF32);
+  gate = cx.alloc(Shape{t, cw.wgate.out_features()}, DType::kF32);
+  cx.backend.linear(u, cw.wkv, {}, kv);
+  cx.backend.linear(u, cw.wgate, {}, gate);
+}
+
+void project_indexer(ForwardContext& cx, const IndexerWeights& iw, const Tensor& u, const Tensor& q_lat,
+                     const Tensor& positions, Projections& pr) {
+  project_compressor(cx, iw.compressor, u, pr.i_kv, pr.i_gate);
   pr.iq = project_index_queries(cx, iw.wq_b, iw.weights_proj, u, q_lat, positions);
 }
 
@@ -65,27 +61,32 @@ void attention_forward(ForwardContext& cx, const io::LayerSpec& spec, const Atte
   const io::ModelConfig& c = cx.config;
   const ops::RopeTable& rope = spec.compress_ratio != 0 ? cx.rope_compress : cx.rope_main;
   Projections pr;
-  const Queries queries = project_queries(cx, w, u, step.positions, rope, true);
-  pr.q = queries.q;
-  pr.kv = project_window_kv(cx, w, u, step.positions, rope);
-  if (w.compressor) project_compressed(cx, w, u, queries.latent, step.positions, pr);
-
   LayerPool& pool = layer_pool(step, spec.index);
   const StateArena& arena = *step.segments.front().state->arena;
   const RowPool* compressed = nullptr;
-  Tensor idx = step.meta->window_list;
+  // The K=V row and the compressed KV rows need only u: on the backend's side lane they run beside
+  // the queries and the indexer (disjoint tensors, states and stores), small launches that leave most
+  // of the GPU idle at decode batch sizes.
+  ops::SideLane side(cx.backend, step.tokens);
+  pr.kv = project_window_kv(cx, w, u, step.positions, rope);
   if (w.compressor) {
     const RowPool& kv_rows = store_pool(step, arena.kv_store(spec.index));
+    project_compressor(cx, *w.compressor, u, pr.c_kv, pr.c_gate);
     Tensor k = compress_rows(cx, step, pr.c_kv, pr.c_gate, w.compressor->ape, w.compressor->norm, *pool.compressor);
     store_compressed(cx, step, k, spec.compress_ratio, false, kv_rows);
-    if (w.indexer) {
-      const CompressorWeights& ic = w.indexer->compressor;
-      Tensor ik = compress_rows(cx, step, pr.i_kv, pr.i_gate, ic.ape, ic.norm, *pool.index_compressor);
-      store_compressed(cx, step, ik, spec.compress_ratio, true, store_pool(step, arena.index_store(spec.index)));
-    }
-    idx = compressed_list(cx, step, spec, pr);
     compressed = &kv_rows;
   }
+  side.return_to_main();
+  const Queries queries = project_queries(cx, w, u, step.positions, rope, true);
+  pr.q = queries.q;
+  if (w.compressor && w.indexer) {
+    project_indexer(cx, *w.indexer, u, queries.latent, step.positions, pr);
+    const CompressorWeights& ic = w.indexer->compressor;
+    Tensor ik = compress_rows(cx, step, pr.i_kv, pr.i_gate, ic.ape, ic.norm, *pool.index_compressor);
+    store_compressed(cx, step, ik, spec.compress_ratio, true, store_pool(step, arena.index_store(spec.index)));
+  }
+  side.join();
+  Tensor idx = w.compressor ? compressed_list(cx, step, spec, pr) : step.meta->window_list;
   Tensor o = cx.act(Shape{step.tokens, c.num_heads, c.head_dim});
   attend_rows(cx, step, pool, w.sinks, pr.q, pr.kv, idx, compressed, o);
   project_output(cx, w, o, step.positions, rope, out);
