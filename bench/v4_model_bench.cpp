@@ -7,7 +7,7 @@
 // usage: v4_model_bench --config CONFIG_OR_DIR [--num-layers 8] [--device cuda|cpu]
 //          [--prefill 1024,8192] [--batches 1,8,32,128,256] [--contexts 1024,8192] [--steps 4]
 //          [--engram-rows 4194304 (0: the config's)] [--moe-prefill-min-rows 32 (0: no prefill expert GEMM)]
-//          [--moe-prefill-wgmma 1 (0: the mma.sync kernel)]
+//          [--moe-prefill-wgmma 1 (0: the mma.sync kernel)] [--moe-prefill-fp8 1 (0: the bf16 prefill GEMM)]
 //          [--cuda-option NAME=VALUE[,NAME=VALUE...]] (CudaBackendOptions fields by name, repeatable; last wins)
 #include <algorithm>
 #include <chrono>
@@ -41,6 +41,7 @@ struct Args {
   std::int64_t engram_rows = std::int64_t{1} << 22;
   int moe_prefill_min_rows = ops::CudaBackendOptions{}.moe_prefill_min_rows;  // 0: prefill experts on the skinny path
   bool moe_prefill_wgmma = ops::CudaBackendOptions{}.moe_prefill_wgmma;
+  bool moe_prefill_fp8 = ops::CudaBackendOptions{}.moe_prefill_fp8;
   std::vector<std::string> cuda_options;  // NAME=VALUE assignments (ops::set_cuda_option)
 };
 
@@ -70,6 +71,7 @@ Args parse_args(int argc, char** argv) {
     else if (flag == "--engram-rows") a.engram_rows = std::stoll(v);
     else if (flag == "--moe-prefill-min-rows") a.moe_prefill_min_rows = std::stoi(v);
     else if (flag == "--moe-prefill-wgmma") a.moe_prefill_wgmma = std::stoi(v) != 0;
+    else if (flag == "--moe-prefill-fp8") a.moe_prefill_fp8 = std::stoi(v) != 0;
     else if (flag == "--cuda-option")
       for (std::size_t pos = 0; pos <= v.size();) {
         const std::size_t comma = std::min(v.find(',', pos), v.size());
@@ -213,6 +215,7 @@ int main(int argc, char** argv) try {
   cuda_options.moe_fp4_wgmma = env::flags().moe_fp4_wgmma;  // DEEPINFER_MOE_FP4_WGMMA, likewise
   cuda_options.moe_prefill_min_rows = args.moe_prefill_min_rows;
   cuda_options.moe_prefill_wgmma = args.moe_prefill_wgmma;
+  cuda_options.moe_prefill_fp8 = args.moe_prefill_fp8;
   for (const std::string& assignment : args.cuda_options) ops::set_cuda_option(cuda_options, assignment);
   auto backend = gpu ? ops::make_cuda_backend(cuda_options) : ops::make_cpu_backend();
   ops::Backend& be = *backend;

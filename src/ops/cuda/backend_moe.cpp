@@ -105,6 +105,22 @@ bool moe_prefill_ok(std::span<const ExpertWeights> experts, std::int64_t dim, st
   return true;
 }
 
+// The fp8 prefill GEMM (moe_prefill_fp8_wgmma.cu) for this step: prefill-sized (moe_prefill_min_rows
+// rows per expert on average), switched on, sm_90a, not batch-invariant, act block 128 and every fp4
+// expert weight fitting it. It runs in the skinny pipeline (act-quant codes, SwiGLU codes).
+bool moe_prefill_fp8_ok(const CudaBackendOptions& o, bool wgmma, std::span<const ExpertWeights> experts,
+                        std::int64_t dim, std::int64_t inter, std::int64_t pairs, int act_block) {
+  const auto n_exp = static_cast<std::int64_t>(experts.size());
+  if (!o.moe_prefill_fp8 || !wgmma || o.batch_invariant || act_block != 128 || o.moe_prefill_min_rows <= 0 ||
+      pairs < o.moe_prefill_min_rows * std::min(n_exp, pairs))
+    return false;
+  for (const ExpertWeights& ew : experts)
+    if (ew.w1.format != WeightFormat::kFp4 || !moe_prefill_fp8_fits(inter, dim, dev_weight(ew.w1)) ||
+        !moe_prefill_fp8_fits(inter, dim, dev_weight(ew.w3)) || !moe_prefill_fp8_fits(dim, inter, dev_weight(ew.w2)))
+      return false;
+  return true;
+}
+
 }  // namespace
 
 void CudaBackend::moe_route(const Tensor& logits, const Tensor* bias, const Tensor* tid2eid, const Tensor* token_ids,
@@ -207,8 +223,11 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& expert_ids, const T
   const bool prefill = options_.moe_prefill_min_rows > 0 &&
                        pairs >= options_.moe_prefill_min_rows * std::min(n_exp_all, pairs) &&
                        moe_prefill_ok(experts, dim, inter);
+  // The fp8 prefill GEMM runs in the skinny pipeline below (its codes and scales) on 128-row items.
+  const bool prefill_fp8 =
+      moe_prefill_fp8_ok(options_, arch_->wgmma, experts, dim, inter, pairs, options.act_quant_block);
   // (The grid's y dimension holds the work items: at most pairs / 8 + experts + 1 of them.)
-  if (!prefill && !options_.batch_invariant && fp8_eligible(e0.w1, options.act_quant_block) &&
+  if ((!prefill || prefill_fp8) && !options_.batch_invariant && fp8_eligible(e0.w1, options.act_quant_block) &&
       fp8_eligible(e0.w2, options.act_quant_block) && pairs / kSkinnyRowsSmall + n_exp_all + 1 <= 65535) {
     moe_experts_skinny(xr, ids, wts, k, experts, key, options, o);
     return;
@@ -318,6 +337,7 @@ void CudaBackend::moe_experts_skinny(const DevRows& x, const std::int32_t* ids, 
   const auto n_exp = static_cast<std::int64_t>(experts.size());
   const int act = options.act_quant_block;
   const std::int64_t rows_per_expert = ceil_div(pairs, std::min(n_exp, pairs));
+  const bool prefill_fp8 = moe_prefill_fp8_ok(options_, arch_->wgmma, experts, dim, inter, pairs, act);
   // The 16-byte-load fp4 kernel (per GEMM: its K % 128 == 0) for items of 8 or 16 rows.
   const bool wide = options_.moe_fp4_wide && e0.w1.format == WeightFormat::kFp4 && act == 128 &&
                     rows_per_expert <= kSkinnyRowsMid;
@@ -332,7 +352,7 @@ void CudaBackend::moe_experts_skinny(const DevRows& x, const std::int32_t* ids, 
   }
   // sm_90a warpgroup MMA (moe_fp4_wgmma.cu): every GEMM of every expert fits, items of 8 / 16 / 32; act
   // block 32 (V4.1) only where moe_fp4_wgmma_act32 asks for it, items of 8 / 16.
-  bool wgmma = options_.moe_fp4_wgmma && arch_->wgmma && e0.w1.format == WeightFormat::kFp4 &&
+  bool wgmma = !prefill_fp8 && options_.moe_fp4_wgmma && arch_->wgmma && e0.w1.format == WeightFormat::kFp4 &&
                (act == 128 || (act == 32 && options_.moe_fp4_wgmma_act32 && rows_per_expert <= kSkinnyRowsMid));
   for (const ExpertWeights& ew : experts)
     wgmma = wgmma && moe_fp4_wgmma_fits(inter, dim, dev_weight(ew.w1)) &&
@@ -345,6 +365,7 @@ void CudaBackend::moe_experts_skinny(const DevRows& x, const std::int32_t* ids, 
             : rows_per_expert <= kSkinnyRowsMid ? kSkinnyRowsMid
                                                 : kSkinnyRowsLarge;
   }
+  if (prefill_fp8) group = kMoePrefillRows;
   const std::int64_t max_items = pairs / group + std::min(n_exp, pairs) + 1;
   const std::int64_t ld1 = ceil_div(dim, 16) * 16, ld2 = ceil_div(inter, 16) * 16;
   const std::int64_t kb1 = ceil_div(dim, act), kb2 = ceil_div(inter, act);
@@ -396,7 +417,9 @@ void CudaBackend::moe_experts_skinny(const DevRows& x, const std::int32_t* ids, 
   g.ldo = inter;
   // One grouped GEMM over the placed rows (weight sets 2 = w1 and w3, 1 = w2) on the chosen kernel.
   const auto grouped_gemm = [&](const SkinnyGemmArgs& args, int sets, bool wide_loads) {
-    if (wgmma) {
+    if (prefill_fp8) {
+      launch_moe_prefill_fp8(args, grid_y, sets, stream_);
+    } else if (wgmma) {
       launch_moe_fp4_wgmma(group, args, grid_y, sets, stream_);
     } else if (wide_loads) {
       launch_skinny_fp4_wide(group, args, grid_y, sets, stream_);

@@ -83,6 +83,11 @@ struct CudaBackendOptions {
   // That GEMM on sm_90a wgmma (moe_prefill_wgmma.cu: 37.6 vs 49.2 ms for the 8K prefill's experts,
   // 4 layers); it sums in its own order, so batch-invariant mode keeps the mma.sync kernel.
   bool moe_prefill_wgmma = true;
+  // Those steps' experts (act block 128, every weight fitting) on fp8 wgmma instead, in the skinny
+  // pipeline (moe_prefill_fp8_wgmma.cu: the act-quant e4m3 codes x fp4 weights widened exactly to e4m3
+  // in registers, 128-row items): the 8K prefill's expert GEMMs 37.9 -> 27.6 ms, 4 layers, H200
+  // (2026-11-30, docs/PERFORMANCE_CUDA_OPS.md). Ignored in batch-invariant mode.
+  bool moe_prefill_fp8 = true;
   // Steps of at least this many tokens (0 = never) with bf16 q and keys score the lightning indexer on
   // tensor cores (indexer_mma_kernels.cu); fewer, or batch-invariant mode: the SIMT kernel.
   int indexer_mma_min_tokens = 32;

@@ -238,6 +238,14 @@ void launch_skinny_fp4_wide(int group_rows, const SkinnyGemmArgs& args, int grid
 constexpr std::int64_t kMoeFp4WgmmaMaxK = 16384;
 bool moe_fp4_wgmma_fits(std::int64_t n, std::int64_t k, const DevWeight& w);
 void launch_moe_fp4_wgmma(int group_rows, const SkinnyGemmArgs& args, int grid_y, int grid_z, cudaStream_t stream);
+// The prefill expert GEMM on fp8 wgmma (moe_prefill_fp8_wgmma.cu): the skinny pipeline's arguments (e4m3
+// act-quant codes, act_block 128) for items of <= kMoePrefillRows rows, 128 weight rows per CTA; grid_y =
+// max items, grid_z = weight sets. Launch only where ArchFeatures::wgmma and moe_prefill_fp8_fits(n, k,
+// every expert's weight): fp4 with ue8m0 block-32 scales (rows 4-byte aligned), n % 128 == 0, k % 128 ==
+// 0, k <= kMoePrefillFp8MaxK, 16-byte aligned weight. Its K order is fixed by K and the weight tile alone.
+constexpr std::int64_t kMoePrefillFp8MaxK = 8192;
+bool moe_prefill_fp8_fits(std::int64_t n, std::int64_t k, const DevWeight& w);
+void launch_moe_prefill_fp8(const SkinnyGemmArgs& args, int grid_y, int grid_z, cudaStream_t stream);
 
 // ---- attention ------------------------------------------------------------------------------------
 constexpr int kMaxAttnSources = 4;
