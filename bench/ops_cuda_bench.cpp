@@ -488,20 +488,24 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (argc > 1 && std::strcmp(argv[1], "--moe-prefill") == 0) {
-      // Prefill sizes: the 128-row-item fp4 GEMM (default from 32 rows per expert, wgmma; 'forced' at every
-      // size; 'mma.sync' = the batch-invariant kernel) against the skinny FP8 path it replaces ('off').
+      // Prefill sizes: the 128-row-item fp4 GEMMs (default from 32 rows per expert: fp8 wgmma; 'forced' at
+      // every size; 'bf16 wgmma' / 'mma.sync' = the bf16 GEMMs, mma.sync the batch-invariant kernel) against
+      // the skinny FP8 path they replace ('off').
       Roof roof;
       measure_roof(roof, *fast);
-      CudaBackendOptions forced_options, sync_options, off_options;
+      CudaBackendOptions forced_options, bf16_options, sync_options, off_options;
       forced_options.moe_prefill_min_rows = 1;
-      sync_options.moe_prefill_min_rows = 1;
+      bf16_options.moe_prefill_min_rows = 1;
+      bf16_options.moe_prefill_fp8 = false;
+      sync_options = bf16_options;
       sync_options.moe_prefill_wgmma = false;
       off_options.moe_prefill_min_rows = 0;
       auto forced = make_cuda_backend(forced_options);
+      auto bf16 = make_cuda_backend(bf16_options);
       auto sync = make_cuda_backend(sync_options);
       auto off = make_cuda_backend(off_options);
-      bench_experts({{"default", fast.get()}, {"prefill forced", forced.get()}, {"prefill mma.sync", sync.get()},
-                     {"prefill off", off.get()}},
+      bench_experts({{"default", fast.get()}, {"prefill forced", forced.get()}, {"prefill bf16 wgmma", bf16.get()},
+                     {"prefill mma.sync", sync.get()}, {"prefill off", off.get()}},
                     roof, {256, 1024, 2048, 8192}, false);
       return 0;
     }
