@@ -3,13 +3,14 @@
 # prompt of the real V4-Flash geometry (dummy weights, N layers) under the CUPTI kernel tracer
 # (tools/gpu/kernel_trace.cpp) for each run MIN_ROWS:KERNEL given (--moe-prefill-min-rows: 32 = the
 # prefill expert GEMM from 32 rows per expert, the default, 0 = routed experts on the skinny FP8 path;
-# KERNEL: wgmma, the default, or mma), then prints the top kernels of the longest prompt
+# KERNEL: fp8, the default (moe_prefill_fp8_wgmma.cu), wgmma (the bf16 one) or mma), then prints the top
+# kernels of the longest prompt
 # (tools/gpu/prefill_trace_report.py). Logs and gzipped traces in $OUT.
 # usage (repo root, .deps carried): bash tools/gpu/run_prefill_profile.sh [--layers 4] [--tokens 1024,8192]
-#        [--runs "32:wgmma 0:wgmma"] [--no-build]
+#        [--runs "32:fp8 0:fp8"] [--no-build]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-layers=4 tokens=1024,8192 runs="32:wgmma 0:wgmma" build=1
+layers=4 tokens=1024,8192 runs="32:fp8 0:fp8" build=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --layers) layers="$2"; shift 2 ;;
@@ -28,7 +29,11 @@ export LD_LIBRARY_PATH="$PWD/.deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 bash tools/gpu/build_kernel_trace.sh "$out/trace_build.log" || exit 1
 for run in $runs; do
   m="${run%%:*}" k="${run##*:}" tag="m${run%%:*}_${run##*:}"
-  if [ "$k" = wgmma ]; then flags="--moe-prefill-wgmma 1"; else flags="--moe-prefill-wgmma 0"; fi
+  case "$k" in
+    fp8) flags="--moe-prefill-fp8 1" ;;
+    wgmma) flags="--moe-prefill-fp8 0 --moe-prefill-wgmma 1" ;;
+    *) flags="--moe-prefill-fp8 0 --moe-prefill-wgmma 0" ;;
+  esac
   echo "## prefill $tokens tokens, $layers layers, --moe-prefill-min-rows $m $flags"
   timeout 240 env KERNEL_TRACE_OUT="$out/prefill_trace_$tag.csv" LD_PRELOAD=/tmp/kernel_trace.so \
     build/gpu/bench/v4_model_bench --config tests/io/fixtures/v4_flash.release.json --num-layers "$layers" \
