@@ -417,6 +417,26 @@ __device__ __forceinline__ void run_per_block(const SkinnyGemmArgs& args, const 
   }
 }
 
+// The CTA's ue8m0 weight scales of the whole K into ws (cp.async: 16-byte pieces where the rows allow,
+// else 4-byte ones).
+__device__ __forceinline__ void copy_weight_scales(const SkinnyGemmArgs& args, const DevWeight& w, const Tile& t,
+                                                   std::uint8_t* ws) {
+  const auto* scale = static_cast<const std::uint8_t*>(w.scale) + t.n0 * w.scale_ld;
+  const int scols = static_cast<int>(args.k / 32);
+  const bool wide = scols % 16 == 0 && w.scale_ld % 16 == 0 && reinterpret_cast<std::uintptr_t>(scale) % 16 == 0;
+  const int piece = wide ? 16 : 4, pieces = scols / piece;
+  for (int idx = threadIdx.x; idx < kWRows * pieces; idx += kThreads) {
+    const int r = idx / pieces, c = idx % pieces;
+    const std::uint32_t dst = smem_u32(ws + r * t.wstride + c * piece);
+    const std::uint8_t* src = scale + r * w.scale_ld + c * piece;
+    if (wide) {
+      cp_async16_zfill(dst, src, true);
+    } else {
+      asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src) : "memory");
+    }
+  }
+}
+
 // Grid: (n / 128, max items, weight sets). Per output element the K order is fixed by K and the weight
 // tile alone (128-K stages in ascending order; the form is chosen from the tile's scales), so a token's
 // result never depends on its item or the batch.
@@ -445,22 +465,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_prefill_fp8_kernel(SkinnyGemm
     xrow[c] = src >= 0 ? args.x + src * args.ldx : nullptr;
   }
   build_shift_tables(smem + Smem::kTab);
-  {  // the weight scales of the whole K (in the first copy group)
-    const auto* scale = static_cast<const std::uint8_t*>(w.scale) + t.n0 * w.scale_ld;
-    const int scols = static_cast<int>(args.k / 32);
-    const bool wide = scols % 16 == 0 && w.scale_ld % 16 == 0 && reinterpret_cast<std::uintptr_t>(scale) % 16 == 0;
-    const int piece = wide ? 16 : 4, pieces = scols / piece;
-    for (int idx = tid; idx < kWRows * pieces; idx += kThreads) {
-      const int r = idx / pieces, c = idx % pieces;
-      const std::uint32_t dst = smem_u32(smem + Smem::kWs + r * t.wstride + c * piece);
-      const std::uint8_t* src = scale + r * w.scale_ld + c * piece;
-      if (wide) {
-        cp_async16_zfill(dst, src, true);
-      } else {
-        asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src) : "memory");
-      }
-    }
-  }
+  copy_weight_scales(args, w, t, smem + Smem::kWs);  // (in the first copy group)
   __syncthreads();  // rows_s, xrow
   const Copies cps = thread_copies(args, t, rows_s, xrow);
   if (tid < kTokens && cps.xs == nullptr)  // absent rows' act scales: zero in every slot, once
