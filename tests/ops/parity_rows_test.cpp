@@ -169,8 +169,8 @@ TEST(CudaParity, RopeForwardAndInverseMatchCpu) {
 
 // The fused norm + rotation: within bounds of the CPU's rms_norm then rope, and bit-identical to the
 // GPU's own two ops. Widths 512 / 64 (the query heads, a short row) and 100 (a part-filled last warp
-// chunk) take the one-warp-per-row kernel, 4097 with odd pairs and 9000 (past the registers) the
-// two-op fallback; per-token rows 1 and 64 (the query heads).
+// chunk) take the one-warp-per-row kernel at 5 x 64 = 320 rows and the block-per-row kernel below 256
+// rows, 4097 with odd pairs and 9000 (past the registers) the two-op fallback.
 TEST(CudaParity, RmsNormRopeMatchesCpuAndTheUnfusedGpuOps) {
   DEEPINFER_REQUIRE_GPU();
   std::vector<float> freq(32);

@@ -197,11 +197,13 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_kernel(DevRows x, DevRo
 
 // rms_norm_kernel<true> for rows of at most kNormThreads columns (the query heads and the KV row, 512
 // wide): one warp per row instead of one 512-thread block, so a batch's 64 x T head rows are not 64 x T
-// block launches with two barriers each (batch 32: 23 us per call). Bit-identical to it: lane l holds
-// columns l + 32 w, chunk w's squares are summed by the same xor tree as warp w of the block and lane 0's
-// sum is taken, the chunk sums are added in chunk order from 0 like block_sum's; the rest is the same
-// expression per column.
+// blocks with two barriers each (2,048 rows: 23 -> ~7 us per call on the H200). Bit-identical to it: lane
+// l holds columns l + 32 w, chunk w's squares are summed by the same xor tree as warp w of the block and
+// lane 0's sum is taken, the chunk sums are added in chunk order from 0 like block_sum's; the rest is the
+// same expression per column. So the choice may follow the row count: a warp walking 16 chunks is slower
+// than a block per row on few rows (64 rows: ~6 vs 3.4 us), hence from kNormWarpMinRows rows only.
 constexpr int kNormRowsPerBlock = 4;
+constexpr std::int64_t kNormWarpMinRows = 256;
 constexpr int kNormChunks = kNormThreads / 32;
 
 __global__ void __launch_bounds__(kNormRowsPerBlock * 32) rms_norm_rope_warp_kernel(DevRows x, DevRows weight,
@@ -397,7 +399,7 @@ bool rms_norm_rope_fits(std::int64_t width, int rope_dim) {
 void launch_rms_norm_rope(const DevRows& x, const DevRows* weight, float eps, const RopeRows& rope,
                           cudaStream_t stream) {
   if (x.rows == 0) return;
-  if (x.width <= kNormThreads) {  // (by width alone: a row's bits never depend on the row count)
+  if (x.width <= kNormThreads && x.rows >= kNormWarpMinRows) {  // (either kernel gives the same bits)
     const auto blocks = static_cast<unsigned>((x.rows + kNormRowsPerBlock - 1) / kNormRowsPerBlock);
     rms_norm_rope_warp_kernel<<<blocks, kNormRowsPerBlock * 32, 0, stream>>>(x, weight ? *weight : DevRows{},
                                                                              weight ? 1 : 0, eps, rope);
