@@ -27,9 +27,6 @@ constexpr int kRawRow = kBK / 2 + 16;  // fp4 bytes of a weight row per stage, p
 constexpr int kBTile = kTokens * kBK;  // 16 KB of e4m3 activations per stage
 constexpr int kRawTile = kWRows * kRawRow;
 constexpr int kShifts = 15;          // weight-code shift tables: 2^d for d = -8 .. 6
-constexpr int kAcc = kTokens / 2;    // accumulator registers per thread (64 x 128 per warpgroup)
-constexpr int kHalf = kAcc / 2;      // those of one half of the tokens (a 64 x 64 wgmma)
-constexpr int kHalfTile = kBTile / 2;  // the second half's B rows start 64 x 128 bytes in
 static_assert(kTokens == 128 && kBK == 128, "one 128-byte swizzle row of e4m3 per token and stage");
 
 // Shared row stride of the ue8m0 weight scales (K / 32 + 16 bytes: rows 4-byte aligned, spread banks).
@@ -48,6 +45,11 @@ struct Smem {
 static_assert(Smem::kRaw % 16 == 0 && kRawRow % 16 == 0 && Smem::kXs % 16 == 0 && Smem::kTab % 8 == 0 &&
                   Smem::kRows % 4 == 0 && Smem::kXrow % 8 == 0 && Smem::kWs % 16 == 0,
               "cp.async destinations and table reads aligned");
+
+#if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)  // the kernel's pieces: sm_90a bodies only
+constexpr int kAcc = kTokens / 2;    // accumulator registers per thread (64 x 128 per warpgroup)
+constexpr int kHalf = kAcc / 2;      // those of one half of the tokens (a 64 x 64 wgmma)
+constexpr int kHalfTile = kBTile / 2;  // the second half's B rows start 64 x 128 bytes in
 
 // d (64 x 64 f32: one half of the item's tokens) (+)= A (64 x 32 e4m3, registers) · B (64 x 32 e4m3,
 // K-major shared)ᵀ; acc_in = 0: d = A·Bᵀ. Halves, not one N = 128 wgmma: two 32-register partials let one
@@ -436,6 +438,7 @@ __device__ __forceinline__ void copy_weight_scales(const SkinnyGemmArgs& args, c
     }
   }
 }
+#endif
 
 // Grid: (n / 128, max items, weight sets). Per output element the K order is fixed by K and the weight
 // tile alone (128-K stages in ascending order; the form is chosen from the tile's scales), so a token's
