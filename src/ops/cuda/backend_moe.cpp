@@ -229,7 +229,7 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& expert_ids, const T
   // (The grid's y dimension holds the work items: at most pairs / 8 + experts + 1 of them.)
   if ((!prefill || prefill_fp8) && !options_.batch_invariant && fp8_eligible(e0.w1, options.act_quant_block) &&
       fp8_eligible(e0.w2, options.act_quant_block) && pairs / kSkinnyRowsSmall + n_exp_all + 1 <= 65535) {
-    moe_experts_skinny(xr, ids, wts, k, experts, key, options, o);
+    moe_experts_skinny(xr, ids, wts, k, experts, key, options, prefill_fp8, o);
     return;
   }
   const auto n_exp = static_cast<std::int64_t>(experts.size());
@@ -331,13 +331,12 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& expert_ids, const T
 // codes; the combine sums each token's experts in ascending expert order.
 void CudaBackend::moe_experts_skinny(const DevRows& x, const std::int32_t* ids, const float* wts, int k,
                                      std::span<const ExpertWeights> experts, std::uint64_t key,
-                                     const MoeOptions& options, float* out) {
+                                     const MoeOptions& options, bool prefill_fp8, float* out) {
   const ExpertWeights& e0 = experts.front();
   const std::int64_t t_count = x.rows, dim = x.width, inter = e0.w1.out_features(), pairs = t_count * k;
   const auto n_exp = static_cast<std::int64_t>(experts.size());
   const int act = options.act_quant_block;
   const std::int64_t rows_per_expert = ceil_div(pairs, std::min(n_exp, pairs));
-  const bool prefill_fp8 = moe_prefill_fp8_ok(options_, arch_->wgmma, experts, dim, inter, pairs, act);
   // The 16-byte-load fp4 kernel (per GEMM: its K % 128 == 0) for items of 8 or 16 rows.
   const bool wide = options_.moe_fp4_wide && e0.w1.format == WeightFormat::kFp4 && act == 128 &&
                     rows_per_expert <= kSkinnyRowsMid;

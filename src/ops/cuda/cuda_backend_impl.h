@@ -194,10 +194,11 @@ class CudaBackend final : public Backend, public GraphBackend {
   void gemm_skinny_bf16(const DevRows& x, std::span<const LinearWeight> ws, const DevRows& out);
   bool gemm_cublas_fp8(const DevRows& x, const LinearWeight& w, const DevRows& out);
   const DevWeight* expert_table(std::span<const ExpertWeights> experts, int which, std::uint64_t key);
-  // moe_experts for bf16 activations with fp8/fp4 experts and FP8 act quant: skinny FP8 tensor-core GEMMs.
+  // moe_experts for bf16 activations with fp8/fp4 experts and FP8 act quant: skinny FP8 tensor-core GEMMs
+  // (prefill_fp8: moe_experts found the step fit for the fp8 prefill GEMM on 128-row items).
   void moe_experts_skinny(const DevRows& x, const std::int32_t* ids, const float* wts, int k,
                           std::span<const ExpertWeights> experts, std::uint64_t key, const MoeOptions& options,
-                          float* out);
+                          bool prefill_fp8, float* out);
   // moe_experts for f32 activations (exact mode): f32 SIMT GEMMs per expert, no bf16 staging.
   void moe_experts_f32(const DevRows& x, const Tensor& expert_ids, const Tensor& weights,
                        std::span<const ExpertWeights> experts, const MoeOptions& options, float* out);

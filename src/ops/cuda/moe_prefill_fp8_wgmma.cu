@@ -48,27 +48,11 @@ static_assert(Smem::kRaw % 16 == 0 && kRawRow % 16 == 0 && Smem::kXs % 16 == 0 &
 
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)  // the kernel's pieces: sm_90a bodies only
 constexpr int kAcc = kTokens / 2;    // accumulator registers per thread (64 x 128 per warpgroup)
+// Halves, not one N = 128 wgmma: two 32-register partials let one half's partial be promoted while the
+// other half's wgmma (wgmma_e4m3_rs, N = 64) runs (two 64-register partials spilled), and items of <= 64
+// rows skip the upper half.
 constexpr int kHalf = kAcc / 2;      // those of one half of the tokens (a 64 x 64 wgmma)
 constexpr int kHalfTile = kBTile / 2;  // the second half's B rows start 64 x 128 bytes in
-
-// d (64 x 64 f32: one half of the item's tokens) (+)= A (64 x 32 e4m3, registers) · B (64 x 32 e4m3,
-// K-major shared)ᵀ; acc_in = 0: d = A·Bᵀ. Halves, not one N = 128 wgmma: two 32-register partials let one
-// half's partial be promoted while the other half's wgmma runs (two 64-register partials spilled), and
-// items of <= 64 rows skip the upper half.
-__device__ __forceinline__ void wgmma_m64n64k32_rs(float (&d)[kHalf], const std::uint32_t (&a)[4], std::uint64_t db,
-                                                   int acc_in) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-      "}, {%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc_in));
-}
 
 // The descriptor of K step s of a stage: its start address (bits 0-13, in 16-byte units) 32 s bytes on,
 // with no carry out of the field (shared addresses stay below 2^18).
@@ -322,7 +306,7 @@ __device__ __forceinline__ void run_prescaled(const SkinnyGemmArgs& args, const 
     wg::fence_operands(d);
     wg::wgmma_fence();
 #pragma unroll
-    for (int s = 0; s < 4; ++s) wgmma_m64n64k32_rs(d, a[s], desc_step(wg::smem_desc(b_addr), s), s);
+    for (int s = 0; s < 4; ++s) wg::wgmma_e4m3_rs(d, a[s], desc_step(wg::smem_desc(b_addr), s), s);
     wg::wgmma_commit();
   };
   // Stage kt with scale set F; in flight on entry (unless first): stage kt - 1's upper half.
@@ -391,7 +375,7 @@ __device__ __forceinline__ void run_per_block(const SkinnyGemmArgs& args, const 
   auto issue = [&](float (&d)[kHalf], const std::uint32_t (&as)[4], std::uint32_t b_addr) {
     wg::fence_operands(d);
     wg::wgmma_fence();
-    wgmma_m64n64k32_rs(d, as, wg::smem_desc(b_addr), 0);
+    wg::wgmma_e4m3_rs(d, as, wg::smem_desc(b_addr), 0);
     wg::wgmma_commit();
   };
   for (int kt = 0; kt < t.ktiles; ++kt) {

@@ -93,7 +93,8 @@ __device__ __forceinline__ void fence_operands(std::uint32_t (&a)[R]) {
 
 // d (+)= A · B with A (64 x 32 e4m3) in registers: a[0] = rows lane/4, K 4 (lane%4) .. +3 of the
 // warp's 16 rows; a[1] the same 8 rows below; a[2] / a[3] = K + 16 (the mma.sync m16n8k32 A fragment,
-// warp w of the warpgroup owning rows 16w .. 16w + 15). B (N x 32 e4m3, K-major) from shared memory.
+// warp w of the warpgroup owning rows 16w .. 16w + 15). B (N x 32 e4m3, K-major) from shared memory;
+// overloads for N = 8, 16, 64.
 __device__ __forceinline__ void wgmma_e4m3_rs(float (&d)[4], const std::uint32_t (&a)[4], std::uint64_t db,
                                               int acc_in) {
   asm volatile(
@@ -109,6 +110,21 @@ __device__ __forceinline__ void wgmma_e4m3_rs(float (&d)[8], const std::uint32_t
       "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, "
       "%12, p, 1, 1;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc_in));
+}
+
+__device__ __forceinline__ void wgmma_e4m3_rs(float (&d)[32], const std::uint32_t (&a)[4], std::uint64_t db,
+                                              int acc_in) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+      "}, {%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc_in));
 }
 
