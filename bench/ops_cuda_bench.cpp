@@ -190,13 +190,15 @@ void bench_gemms(const GemmBackends& be, const Roof& roof, bool quick) {
 }
 
 // One decode linear of the V4-Flash geometry: `groups` weights [n, k] (groups > 1: the block-diagonal
-// wo_a through linear_grouped), FP8 act quant per 128 for fp8 weights.
+// wo_a through linear_grouped), FP8 act quant per 128 for fp8 weights unless act_quant is false (wo_a
+// kept as FP8 blocks: computed on their exact bf16 widening).
 struct DecodeLinear {
   const char* name;
   WeightFormat format;
   std::int64_t n, k;
   int groups;
   DType out;
+  bool act_quant = true;
 };
 
 // Decode linears (1..32 rows) with their weights rotated over copies of >= 256 MB in all, so every
@@ -213,6 +215,7 @@ void bench_decode_linears(Backend& fast, Backend& previous, Backend& alt, Backen
   const std::vector<DecodeLinear> cases = {
       {"lm head", WeightFormat::kBF16, 129280, 4096, 1, DType::kF32},
       {"wo_a (8 groups)", WeightFormat::kBF16, 1024, 4096, 8, DType::kBF16},
+      {"wo_a (8 groups, as stored)", WeightFormat::kFp8Block, 1024, 4096, 8, DType::kBF16, false},
       {"compressor (ratio 4)", WeightFormat::kBF16, 1024, 4096, 1, DType::kF32},
       {"compressor (ratio 128)", WeightFormat::kBF16, 512, 4096, 1, DType::kF32},
       {"indexer compressor", WeightFormat::kBF16, 256, 4096, 1, DType::kF32},
@@ -239,7 +242,7 @@ void bench_decode_linears(Backend& fast, Backend& previous, Backend& alt, Backen
           wbytes += static_cast<double>(w.data.nbytes() + (w.scale.defined() ? w.scale.nbytes() : 0));
       copies.push_back(std::move(set));
     }
-    const LinearOptions opt{fp8 ? 128 : 0};
+    const LinearOptions opt{fp8 && c.act_quant ? 128 : 0};
     for (std::int64_t m : {1, 2, 4, 8, 16, 32, 64}) {
       if (m == 64 && !fp8) continue;  // 64 rows: the wgmma kernel's top size
       const Tensor x = fast.upload(host_bf16({m, c.groups * c.k}, 1.0f, static_cast<std::uint64_t>(m)));

@@ -94,6 +94,11 @@ class Backend {
   // else the loop's values up to f32 summation order).
   virtual void linear_grouped(const Tensor& x, std::span<const LinearWeight> w, const LinearOptions& options,
                               Tensor& out);
+  // Whether a grouped projection stored as FP8 blocks but computed on the exact bf16 dequantisation
+  // without act quant (wo_a: MODEL_SPEC, convert.py) should be loaded as stored: the backend then
+  // widens the codes exactly inside its GEMM (half the bytes of the bf16 copy, the same products). The
+  // CPU reference keeps the bf16 copy (faster there: no per-call decoding).
+  virtual bool grouped_fp8_weights() const { return false; }
 
   // ---- normalisation / position -------------------------------------------------------------
   // RMSNorm over the last dim: out = x · rsqrt(mean(x²) + eps) (· weight when given).

@@ -39,6 +39,7 @@ class OpCheckBackend final : public ops::Backend {
   void set_poison(bool on) { poison_ = on; }
 
   std::string_view name() const override { return "op-check"; }
+  bool grouped_fp8_weights() const override { return dev_.grouped_fp8_weights(); }
   Device device() const override { return dev_.device(); }
   // Tracks every allocation (workspace blocks, state): a device op that changes a byte outside its
   // outputs is reported (out-of-bounds tile stores, wrong strides) — invisible to the output check.

@@ -4,6 +4,7 @@
 // forced at every M), FP8 activation quant, strided and bf16 inputs/outputs; the bf16 decode kernel
 // and the grouped (block-diagonal) linear; plus the batch-invariant mode's promise that a row's
 // result does not depend on the batch; the FP8 decode GEMM on wgmma (layout probe, decode shapes, bits).
+#include "io/weight_quant.h"
 #include "ops/parity_util.h"
 
 namespace deepinfer::ops::test {
@@ -267,8 +268,49 @@ TEST(CudaParity, GroupedLinearMatchesCpuAndTheLoopOfLinears) {
   check_grouped(Fmt::kBF16, 17, {3, 48, 128}, DType::kBF16, gpu(), true);  // more groups than one launch takes
   check_grouped(Fmt::kBF16, 2, {3, 48, 100}, DType::kF32, gpu(), true);    // K % 32 != 0: the loop
   check_grouped(Fmt::kF32, 3, {5, 40, 64}, DType::kF32, gpu(), true);
-  check_grouped(Fmt::kFp8b128, 2, {5, 256, 256}, DType::kF32, gpu(), true);
+  check_grouped(Fmt::kFp8b128, 2, {5, 256, 256}, DType::kF32, gpu(), false);  // FP8 wo_a: one launch
+  check_grouped(Fmt::kFp8b128, 2, {40, 256, 256}, DType::kF32, gpu(), true);  // above 32 rows: the loop
+  check_grouped(Fmt::kFp8b32, 3, {7, 64, 128}, DType::kBF16, gpu(), false);
   check_grouped(Fmt::kBF16, 8, {4, 64, 256}, DType::kF32, gpu_invariant(), true);
+  check_grouped(Fmt::kFp8b128, 2, {4, 256, 256}, DType::kF32, gpu_invariant(), true);
+}
+
+// wo_a kept as FP8 blocks (Backend::grouped_fp8_weights): the skinny kernel widens each code times its
+// block scale to bf16 in registers, so it must give the bits of the same launch on the host's bf16
+// dequantisation (io::dequantize_fp8_block), at every row count it serves (1..32: one, two and four
+// groups of 8 rows), for 128- and 32-blocks, ue8m0 and f32 scales, bf16 and f32 outputs.
+TEST(CudaParity, GroupedLinearOnFp8BlocksGivesTheBitsOfItsBf16Dequantisation) {
+  DEEPINFER_REQUIRE_GPU();
+  EXPECT_TRUE(gpu().grouped_fp8_weights());
+  Backend& b = gpu();
+  for (int block : {128, 32})
+    for (bool f32_scale : {false, true})
+      for (std::int64_t m : {1, 3, 8, 9, 16, 17, 32}) {
+        const int groups = 8;
+        const std::int64_t n = 256, k = 512;
+        SCOPED_TRACE(testing::Message() << "block " << block << (f32_scale ? " f32" : " ue8m0") << " scales, M=" << m);
+        std::vector<LinearWeight> fp8, bf16;
+        for (int g = 0; g < groups; ++g) {
+          LinearWeight q = quantize_fp8_block(random_tensor({n, k}, static_cast<std::uint32_t>(300 + g), 0.05f), block);
+          if (f32_scale) {  // the same powers of two as f32 (how a checkpoint with float scales loads)
+            Tensor sf = Tensor::empty(q.scale.shape(), DType::kF32);
+            for (std::int64_t i = 0; i < sf.numel(); ++i)
+              sf.data<float>()[i] = std::ldexp(1.0f, static_cast<int>(q.scale.data<std::uint8_t>()[i]) - 127);
+            q.scale = sf;
+          }
+          const Tensor deq = io::dequantize_fp8_block(q.data, q.scale, block, block, DType::kBF16, "test wo_a");
+          bf16.push_back(to_gpu(LinearWeight{WeightFormat::kBF16, deq, Tensor(), 0}, b));
+          fp8.push_back(to_gpu(q, b));
+        }
+        const Tensor x = to_gpu(random_tensor({m, groups * k}, static_cast<std::uint32_t>(m), 1.0f, DType::kBF16), b);
+        for (DType out_dtype : {DType::kBF16, DType::kF32}) {
+          Tensor got = poisoned({m, groups * n}, out_dtype, b), want = poisoned({m, groups * n}, out_dtype, b);
+          b.linear_grouped(x, fp8, {}, got);
+          b.linear_grouped(x, bf16, {}, want);
+          const std::vector<float> gv = values(to_host(got, b)), wv = values(to_host(want, b));
+          for (std::size_t i = 0; i < gv.size(); ++i) ASSERT_EQ(gv[i], wv[i]) << "element " << i;
+        }
+      }
 }
 
 TEST(CudaParity, GroupedLinearRejectsMismatchedWeights) {

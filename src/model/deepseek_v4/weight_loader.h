@@ -93,11 +93,25 @@ class WeightLoader {
     return out;
   }
 
-  // wo_a as bf16/f32 (convert.py dequantises it), split into one slice per output group.
+  // wo_a, split into one slice per output group: computed on its bf16/f32 dequantisation (convert.py),
+  // which the loader makes, or kept as FP8 blocks where the backend widens them exactly in its GEMM
+  // (Backend::grouped_fp8_weights: the same products from half the bytes).
   std::vector<ops::LinearWeight> grouped(const std::string& stem, int groups, std::int64_t rank, std::int64_t cols) {
     const std::string name = stem + ".weight";
     Tensor w = fetch(name);
     check_shape(name, w, Shape{groups * rank, cols});
+    if (w.dtype() == DType::kF8E4M3 && be_.grouped_fp8_weights()) {
+      Tensor s = scale_tensor(stem);
+      const int b = fp8_block(name, groups * rank, cols, s);
+      if (rank % b == 0) {
+        const Tensor full = upload(w);
+        std::vector<ops::LinearWeight> out;
+        for (int g = 0; g < groups; ++g)
+          out.push_back({ops::WeightFormat::kFp8Block, full.narrow(0, g * rank, rank), s.narrow(0, g * (rank / b), rank / b),
+                         b});
+        return out;
+      }
+    }
     if (w.dtype() == DType::kF8E4M3) {
       const Tensor s = on_host(src_.tensor(stem + ".scale"));
       const int b = fp8_block(name, groups * rank, cols, s);

@@ -229,7 +229,10 @@ void CudaBackend::linear_grouped(const Tensor& x, std::span<const LinearWeight> 
   for (const LinearWeight& wg : w) {
     cpu::validate_weight(wg);
     check_on_device(wg.data, "linear_grouped weight");
-    one_launch = one_launch && reinterpret_cast<std::uintptr_t>(wg.data.raw_data()) % 16 == 0;
+    if (wg.quantized()) check_on_device(wg.scale, "linear_grouped weight scale");
+    one_launch = one_launch && reinterpret_cast<std::uintptr_t>(wg.data.raw_data()) % 16 == 0 &&
+                 (!wg.quantized() || (wg.scale.is_contiguous() && wg.scale.dtype() == w0.scale.dtype() &&
+                                      wg.scale.dim(1) == w0.scale.dim(1)));
   }
   if (!one_launch) {  // the reference loop (each linear picks its own path)
     Backend::linear_grouped(x, w, options, out);
@@ -241,11 +244,13 @@ void CudaBackend::linear_grouped(const Tensor& x, std::span<const LinearWeight> 
   gemm_skinny_bf16(xr, w, orow);
 }
 
-// The skinny bf16 kernel reads x in place with 16-byte loads and streams the weight rows whole.
+// The skinny bf16 kernel reads x in place with 16-byte loads and streams the weight rows whole: bf16, or
+// FP8 blocks of a multiple of 16 (a 16-row tile within one block row) without act quant.
 bool CudaBackend::skinny_bf16_eligible(const DevRows& x, const LinearWeight& w, int act_block) const {
   const std::int64_t rows = std::min<std::int64_t>(options_.bf16_skinny_max_rows, kSkinnyBf16MaxRows);
-  return !options_.batch_invariant && x.rows <= rows && w.format == WeightFormat::kBF16 && act_block <= 0 &&
-         x.bf16 && w.in_features() % 32 == 0 && reinterpret_cast<std::uintptr_t>(x.base) % 16 == 0 &&
+  const bool fp8 = w.format == WeightFormat::kFp8Block && w.block % 16 == 0 && w.block >= 32;
+  return !options_.batch_invariant && x.rows <= rows && (w.format == WeightFormat::kBF16 || fp8) &&
+         act_block <= 0 && x.bf16 && w.in_features() % 32 == 0 && reinterpret_cast<std::uintptr_t>(x.base) % 16 == 0 &&
          x.stride % 8 == 0 && w.data.is_contiguous() && reinterpret_cast<std::uintptr_t>(w.data.raw_data()) % 16 == 0;
 }
 
@@ -256,6 +261,14 @@ void CudaBackend::gemm_skinny_bf16(const DevRows& x, std::span<const LinearWeigh
   args.k = ws.front().in_features();
   args.groups = static_cast<int>(ws.size());
   for (std::size_t g = 0; g < ws.size(); ++g) args.w[g] = ws[g].data.raw_data();
+  if (ws.front().format == WeightFormat::kFp8Block) {
+    const DevWeight dw = dev_weight(ws.front());
+    args.fp8 = 1;
+    args.scale_ld = dw.scale_ld;
+    args.block = dw.block;
+    args.scale_f32 = dw.scale_f32;
+    for (std::size_t g = 0; g < ws.size(); ++g) args.w_scale[g] = ws[g].scale.raw_data();
+  }
   args.out = out.base;
   args.ldo = out.stride;
   args.out_bf16 = out.bf16;

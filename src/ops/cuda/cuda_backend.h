@@ -46,6 +46,10 @@ struct CudaBackendOptions {
   int bf16_skinny_max_rows = 32;
   bool bf16_skinny_linear = false;
   int bf16_skinny_unroll = 0;
+  // Load wo_a (stored FP8, computed on its exact bf16 dequantisation) as FP8 blocks: the skinny kernel
+  // widens the codes in registers (same bits as the bf16 copy, half the bytes); larger batches take the
+  // loop of linear() with in-tile dequantisation or cuBLASLt on a dequantised scratch copy.
+  bool grouped_fp8_weights = true;
   // Up to this many rows (at most 8; 0 = off) of bf16 activations on fp8-block weights (blocks of 64k,
   // act block 64k): the skinny FP8 GEMM with the act quant fused into its blocks (one launch; the same
   // codes and scales). Measured faster at 1 row only: every block re-quantises its rows.

@@ -158,7 +158,8 @@ void launch_skinny_gemm(DevWeightFormat format, int group_rows, bool grouped, co
 // Decode linears for bf16 weights on bf16 tensor cores (skinny_bf16_kernels.cu): out[row, g·n + c] =
 // Σ_k W_g[c, k] · x[row, g·k + k] for groups g (one group: a plain linear; several: the block-diagonal
 // grouped projection in one launch). x: bf16 rows read in place (base and row stride 16-byte aligned),
-// at most kSkinnyBf16MaxRows rows; K % 32 == 0; each W_g bf16 [n, k] contiguous and 16-byte aligned.
+// at most kSkinnyBf16MaxRows rows; K % 32 == 0; each W_g bf16 [n, k] contiguous and 16-byte aligned, or
+// FP8-block [n, k] (e4m3, square blocks of a multiple of 16) dequantised exactly in registers, no act quant.
 constexpr int kSkinnyBf16MaxRows = 32;
 constexpr int kMaxLinearGroups = 16;
 struct SkinnyBf16Args {
@@ -167,6 +168,13 @@ struct SkinnyBf16Args {
   std::int64_t k = 0;  // K per group
   int groups = 1;
   const void* w[kMaxLinearGroups] = {};
+  // FP8-block weights (fp8 != 0): e4m3 codes in w, each group's block scales (rows of scale_ld, f32 or
+  // ue8m0 bytes) dequantised exactly to bf16 in registers: the same bits as on the host's bf16 copy.
+  int fp8 = 0;
+  const void* w_scale[kMaxLinearGroups] = {};
+  std::int64_t scale_ld = 0;
+  int block = 0;
+  int scale_f32 = 0;
   void* out = nullptr;
   std::int64_t ldo = 0;
   int out_bf16 = 0;

@@ -1,6 +1,10 @@
 // Decode linears for bf16 weights (1..32 activation rows) on bf16 tensor cores, streaming the weight
 // once at HBM speed: the lm head, the grouped output projection wo_a (all groups in one launch), the
 // compressor and router projections. The bf16 activations are read in place (no staging launch).
+// wo_a may also stay in its stored FP8 blocks (half the bytes): each code is widened to bf16 times its
+// block scale in registers, which is exact, so the products and sums are those of the bf16 weight.
+#include <cuda_fp8.h>
+
 #include <algorithm>
 
 #include "ops/cuda/device_formats.cuh"
@@ -16,6 +20,28 @@ using skinny::load_stream16;
 using skinny::resident_blocks;
 using skinny::sum_splits_and_store;
 
+// Streaming load of 8 bytes (an FP8 weight row's step).
+__device__ __forceinline__ uint2 load_stream8(const void* p) {
+  uint2 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "l"(p));
+  return v;
+}
+
+// Two e4m3 codes (low byte first) -> bf16x2 of code x scale: e4m3 -> f16 is exact, the f32 product is the
+// host dequantisation's (io::dequantize_fp8_block), rounded to bf16 the same way.
+__device__ __forceinline__ std::uint32_t e4m3x2_to_bf16x2(std::uint32_t two, float scale) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two), __NV_E4M3);
+  const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
+  const __nv_bfloat162 b = __floats2bfloat162_rn(f.x * scale, f.y * scale);
+  return *reinterpret_cast<const std::uint32_t*>(&b);
+}
+
+// 8 e4m3 codes (K elements 0..7 of a lane's step) -> the 4 bf16x2 words a bf16 weight load would hold.
+__device__ __forceinline__ uint4 e4m3x8_to_bf16x8(uint2 codes, float scale) {
+  return make_uint4(e4m3x2_to_bf16x2(codes.x & 0xffffu, scale), e4m3x2_to_bf16x2(codes.x >> 16, scale),
+                    e4m3x2_to_bf16x2(codes.y & 0xffffu, scale), e4m3x2_to_bf16x2(codes.y >> 16, scale));
+}
+
 // J: groups of 8 activation rows per block (rows j*8 .. j*8+7 are the mma's N columns); U: 32-K steps
 // whose loads a warp has in flight together. A block is kSkinnyWarps warps = (8 / splits) tiles of 16
 // weight rows × `splits` K ranges (partials summed in split order by sum_splits_and_store). Tiles are
@@ -23,7 +49,8 @@ using skinny::sum_splits_and_store;
 // bytes (K elements tig*8 .. +7) of weight rows g and g+8 and of activation row g of each row group;
 // words 0-1 feed one m16n8k16 and words 2-3 the next: A and B see the same K permutation. The f32
 // accumulators are the mma's C operand, so a row's sum order depends on (N, K, splits) only.
-template <int J, int U>
+// kFp8: FP8-block weights, 8 code bytes per row and step, widened to the bf16 words above.
+template <int J, int U, bool kFp8>
 __global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_bf16_kernel(SkinnyBf16Args args) {
   __shared__ float red[kSkinnyWarps][J * 4][32];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -45,9 +72,16 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_bf16_kernel(SkinnyBf
 
   // Loads are unconditional from clamped valid addresses; nothing loaded is used before the pass's
   // loads are all issued. Rows >= n and columns >= mrows compute values that are never stored.
-  const auto* wbase = static_cast<const std::uint16_t*>(args.w[grp]);
-  const std::uint16_t* pa = wbase + (va ? ra : 0) * args.k + tig * 8;
-  const std::uint16_t* pb = wbase + (vb ? rb : 0) * args.k + tig * 8;
+  constexpr int kElemBytes = kFp8 ? 1 : 2;
+  const auto* wbase = static_cast<const std::uint8_t*>(args.w[grp]);
+  const std::uint8_t* pa = wbase + ((va ? ra : 0) * args.k + tig * 8) * kElemBytes;
+  const std::uint8_t* pb = wbase + ((vb ? rb : 0) * args.k + tig * 8) * kElemBytes;
+  // FP8: the 16-row tile lies in one block row of scales (block % 16 == 0); step s's scale is column
+  // s * 32 / block of it.
+  const std::uint8_t* scale_row = nullptr;
+  if constexpr (kFp8)
+    scale_row = static_cast<const std::uint8_t*>(args.w_scale[grp]) +
+                (n0 / args.block) * args.scale_ld * (args.scale_f32 ? 4 : 1);
   const std::uint16_t* xp[J];
 #pragma unroll
   for (int j = 0; j < J; ++j) {
@@ -57,11 +91,21 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_bf16_kernel(SkinnyBf
   float acc[J][4] = {};
   for (std::int64_t s0 = s_begin; s0 < s_end; s0 += U) {
     uint4 wa[U], wb[U];
+    std::uint32_t sraw[kFp8 ? U : 1];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const std::int64_t k0 = (s0 + u < s_end ? s0 + u : s0) * 32;
-      wa[u] = load_stream16(pa + k0);
-      wb[u] = load_stream16(pb + k0);
+      if constexpr (kFp8) {
+        const uint2 ca = load_stream8(pa + k0), cb = load_stream8(pb + k0);
+        wa[u] = make_uint4(ca.x, ca.y, 0u, 0u);
+        wb[u] = make_uint4(cb.x, cb.y, 0u, 0u);
+        const std::int64_t col = k0 / args.block;
+        sraw[u] = args.scale_f32 ? __float_as_uint(__ldg(reinterpret_cast<const float*>(scale_row) + col))
+                                 : static_cast<std::uint32_t>(__ldg(scale_row + col));
+      } else {
+        wa[u] = load_stream16(pa + k0 * 2);
+        wb[u] = load_stream16(pb + k0 * 2);
+      }
     }
     // The activations (L1 / L2 hits) are loaded per step, after every weight load of the pass is in
     // flight: registers go to weight bytes in flight, not to activation copies.
@@ -72,6 +116,11 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_bf16_kernel(SkinnyBf
       uint4 xb[J];
 #pragma unroll
       for (int j = 0; j < J; ++j) xb[j] = *reinterpret_cast<const uint4*>(xp[j] + k0);
+      if constexpr (kFp8) {
+        const float sc = args.scale_f32 ? __uint_as_float(sraw[u]) : ue8m0_to_f32(static_cast<std::uint8_t>(sraw[u]));
+        wa[u] = e4m3x8_to_bf16x8(make_uint2(wa[u].x, wa[u].y), sc);
+        wb[u] = e4m3x8_to_bf16x8(make_uint2(wb[u].x, wb[u].y), sc);
+      }
       const std::uint32_t a0[4] = {wa[u].x, wb[u].x, wa[u].y, wb[u].y};
       const std::uint32_t a1[4] = {wa[u].z, wb[u].z, wa[u].w, wb[u].w};
 #pragma unroll
@@ -94,7 +143,7 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_bf16_kernel(SkinnyBf
 
 template <int J, int U>
 void launch_bf16_config(SkinnyBf16Args args, cudaStream_t stream) {
-  auto kernel = skinny_bf16_kernel<J, U>;
+  auto kernel = args.fp8 ? skinny_bf16_kernel<J, U, true> : skinny_bf16_kernel<J, U, false>;
   const std::int64_t tiles = (args.n + 15) / 16 * args.groups;
   const int tiles_per_block = kSkinnyWarps / args.splits;
   const dim3 grid(static_cast<unsigned>((tiles + tiles_per_block - 1) / tiles_per_block),
@@ -108,7 +157,7 @@ int skinny_bf16_splits(std::int64_t n, std::int64_t k) {
   // Split K (inside a block) until one group's blocks fill the GPU a few times over, while every warp
   // keeps at least two passes of loads. From (N, K) only: a row's sum order never depends on M or on
   // how many groups share the launch.
-  const std::int64_t resident = resident_blocks<skinny_bf16_kernel<1, 4>>();
+  const std::int64_t resident = resident_blocks<skinny_bf16_kernel<1, 4, false>>();
   const std::int64_t tiles = (n + 15) / 16, steps = k / 32;
   int splits = 1;
   while (splits < kSkinnyWarps && steps >= 2 * 4 * 2 * splits &&
@@ -119,7 +168,9 @@ int skinny_bf16_splits(std::int64_t n, std::int64_t k) {
 
 void launch_skinny_bf16(const SkinnyBf16Args& args, int unroll, cudaStream_t stream) {
   if (args.x.rows <= 8) {
-    unroll >= 8 ? launch_bf16_config<1, 8>(args, stream) : launch_bf16_config<1, 4>(args, stream);
+    // FP8 rows move half the bytes per step: twice the steps in flight by default.
+    const bool deep = unroll >= 8 || (unroll <= 0 && args.fp8);
+    deep ? launch_bf16_config<1, 8>(args, stream) : launch_bf16_config<1, 4>(args, stream);
   } else if (args.x.rows <= 16) {
     launch_bf16_config<2, 4>(args, stream);
   } else {
