@@ -281,7 +281,6 @@ TEST(CudaParity, GroupedLinearMatchesCpuAndTheLoopOfLinears) {
 // groups of 8 rows), for 128- and 32-blocks, ue8m0 and f32 scales, bf16 and f32 outputs.
 TEST(CudaParity, GroupedLinearOnFp8BlocksGivesTheBitsOfItsBf16Dequantisation) {
   DEEPINFER_REQUIRE_GPU();
-  EXPECT_TRUE(gpu().grouped_fp8_weights());
   Backend& b = gpu();
   for (int block : {128, 32})
     for (bool f32_scale : {false, true})

@@ -47,9 +47,11 @@ struct CudaBackendOptions {
   bool bf16_skinny_linear = false;
   int bf16_skinny_unroll = 0;
   // Load wo_a (stored FP8, computed on its exact bf16 dequantisation) as FP8 blocks: the skinny kernel
-  // widens the codes in registers (same bits as the bf16 copy, half the bytes); larger batches take the
-  // loop of linear() with in-tile dequantisation or cuBLASLt on a dequantised scratch copy.
-  bool grouped_fp8_weights = true;
+  // widens the codes in registers (same bits as the bf16 copy, half the bytes and 32 MB less HBM a
+  // layer); above 32 rows the loop of linear() dequantises each group into scratch for cuBLASLt. H200,
+  // 4-layer V4 decode (2026-11-30, one A/B call): on vs off 1.13 / 1.93 / 3.83 / 7.26 / 9.00 vs 1.14 /
+  // 1.93 / 3.88 / 7.01 / 8.74 ms at batch 1 / 8 / 32 / 128 / 256 — so off until large batches gain too.
+  bool grouped_fp8_weights = false;
   // Up to this many rows (at most 8; 0 = off) of bf16 activations on fp8-block weights (blocks of 64k,
   // act block 64k): the skinny FP8 GEMM with the act quant fused into its blocks (one launch; the same
   // codes and scales). Measured faster at 1 row only: every block re-quantises its rows.
@@ -80,6 +82,15 @@ struct CudaBackendOptions {
   // 994 vs 1804 us); V4.1 decode, 4 layers: 1.93 / 4.97 / 12.93 -> 1.77 / 3.59 / 8.41 ms at batch
   // 1 / 8 / 32 (2026-11-30). On.
   bool moe_fp4_wgmma_act32 = true;
+  // Ring stages of that kernel's register-A form (items of <= 16 rows): 0 = by grid size (a launch of at
+  // most 3 CTAs an SM, e.g. V4-Flash at one token, keeps 10 stages in flight per CTA instead of 5: its
+  // one partial wave is latency-bound), or 5 / 10 forced (benches).
+  int moe_fp4_wgmma_stages = 0;
+  // That kernel's operands K-permuted inside each 32-K block (act codes written so, fp4 bytes read as
+  // stored; fp4 widened to 2^-6-scaled e4m3 by shifts, the scales carry the 2^6 back): a thread's
+  // fragment is one ldmatrix word per row and step, 198 instead of 240 instructions a 128-K stage.
+  // Off: the unpermuted form (the A/B of docs/PERFORMANCE_CUDA_OPS.md).
+  bool moe_fp4_wgmma_permuted = true;
   // Prefill: fp4 experts with at least this many rows per expert on average (0 = off) go through the
   // grouped GEMM that widens each weight tile to bf16 once per 128-row item (moe_prefill_kernels.cu,
   // mma.sync: bit-identical to the batch-invariant mma.sync pipeline, so that mode takes it too).
@@ -92,6 +103,10 @@ struct CudaBackendOptions {
   // in registers, 128-row items): the 8K prefill's expert GEMMs 37.9 -> 27.6 ms, 4 layers, H200
   // (2026-11-30, docs/PERFORMANCE_CUDA_OPS.md). Ignored in batch-invariant mode.
   bool moe_prefill_fp8 = true;
+  // That GEMM's kernel form (the same bits in each): 1 = each stage's A fragments built while the
+  // previous stage's wgmmas run (two fragment sets) and the tile's scale scan on every thread (8K prompt,
+  // 4 layers, H200: 29.72 -> 28.22 ms; docs/PERFORMANCE_CUDA_OPS.md); 0 = the session-6 kernel.
+  int moe_prefill_fp8_form = 1;
   // Steps of at least this many tokens (0 = never) with bf16 q and keys score the lightning indexer on
   // tensor cores (indexer_mma_kernels.cu); fewer, or batch-invariant mode: the SIMT kernel.
   int indexer_mma_min_tokens = 32;
