@@ -43,11 +43,12 @@ PrefillExperts fp8_experts(int n_exp, std::int64_t dim, std::int64_t inter, std:
 }
 
 // min_rows 0: the skinny fp8 path at every size; fp8: the fp8 prefill GEMM from min_rows rows per expert.
-std::unique_ptr<Backend> fp8_backend(int min_rows, bool fp8, bool invariant = false) {
+std::unique_ptr<Backend> fp8_backend(int min_rows, bool fp8, bool invariant = false, int form = 1) {
   CudaBackendOptions o;
   o.moe_prefill_min_rows = min_rows;
   o.moe_prefill_fp8 = fp8;
   o.batch_invariant = invariant;
+  o.moe_prefill_fp8_form = form;
   return make_cuda_backend(o);
 }
 
@@ -96,6 +97,26 @@ TEST(CudaParity, MoePrefillFp8GemmGivesATokenTheSameBitsAloneAndInABatch) {
   auto b = fp8_backend(1, true);
   const std::vector<float> all = values(run_fp8_experts(*b, in, ex, options));
   expect_bits_equal(values(run_fp8_experts(*b, in.narrow_last(), ex, options)), {all.end() - dim, all.end()});
+}
+
+// The kernel forms give the same bits in every scale form, for items of both token halves (T = 300:
+// experts of ~200 rows, a full item and a partial one; 1000: several items): 0 = the session-6 loop, 1 =
+// the overlapped one (two fragment sets, the scale scan on every thread).
+TEST(CudaParity, MoePrefillFp8GemmFormsGiveTheSameBits) {
+  DEEPINFER_REQUIRE_GPU();
+  const int n_exp = 6, k = 4;
+  const std::int64_t dim = 1024, inter = 512;
+  const PrefillExperts ex = fp8_experts(n_exp, dim, inter, 500, {Spread::kNone, Spread::kStage, Spread::kBlock});
+  const MoeOptions options{10.0f, 128, DType::kBF16};
+  auto form0 = fp8_backend(1, true, false, 0);
+  auto form1 = fp8_backend(1, true, false, 1);
+  for (std::int64_t t : {300, 1000}) {
+    SCOPED_TRACE(testing::Message() << "T=" << t);
+    const PrefillStep in = prefill_step(t, dim, k, n_exp, 2, 501);
+    const Tensor got = run_fp8_experts(*form1, in, ex, options);
+    EXPECT_TRUE(fp8_same_bits(got, run_fp8_experts(*form0, in, ex, options)));
+    EXPECT_LE(rel_error(got, cpu_prefill_experts(in, ex, options)), kTolBf16);
+  }
 }
 
 // Shapes the kernel does not take (w1 / w3 N = 320 is not a multiple of 128) and act blocks other than

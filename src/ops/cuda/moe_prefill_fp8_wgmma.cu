@@ -39,7 +39,8 @@ struct Smem {
   static constexpr int kTab = kXs + kStages * kTokens * 4;  // kShifts x 8 code bytes
   static constexpr int kRows = kTab + kShifts * 8;          // the item's activation rows (-1: none)
   static constexpr int kXrow = kRows + kTokens * 4;          // and their code rows' addresses (null: none)
-  static constexpr int kWs = (kXrow + kTokens * 8 + 127) / 128 * 128;  // weight scales, whole K (16-byte copies)
+  static constexpr int kRowMax = kXrow + kTokens * 8;         // each weight row's largest scale byte
+  static constexpr int kWs = (kRowMax + kWRows * 4 + 127) / 128 * 128;  // weight scales, whole K (16-byte copies)
   static int bytes(std::int64_t k) { return kWs + kWRows * scale_stride(k) + 1024; }  // + alignment slack
 };
 static_assert(Smem::kRaw % 16 == 0 && kRawRow % 16 == 0 && Smem::kXs % 16 == 0 && Smem::kTab % 8 == 0 &&
@@ -82,6 +83,7 @@ __device__ __forceinline__ void build_shift_tables(std::uint8_t* tab) {
 // The CTA's tile: item rows, weight rows and where its operands live.
 struct Tile {
   const std::uint8_t* w_bytes;  // fp4 row n0 of the expert's weight
+  const std::uint8_t* ws;       // the tile's ue8m0 scales in shared memory (rows of wstride bytes)
   std::int64_t row0, n0;
   int mrows, ktiles, wstride;
 };
@@ -171,7 +173,8 @@ __device__ __forceinline__ std::uint32_t row_max(const std::uint8_t* ws, const T
   return mx;
 }
 
-// The tile's form: kRowRef if every row's scales fit it, else kStageRef if every (row, stage) does.
+// The tile's form: kRowRef if every row's scales fit it, else kStageRef if every (row, stage) does. The
+// session-6 scan (form 0): threads 0..127, one weight row each, its K one stage at a time.
 __device__ __forceinline__ int tile_mode(const std::uint8_t* ws, const Tile& t) {
   bool row_ok = true, stage_ok = true;
   for (int r = threadIdx.x; r < kWRows; r += kThreads) {
@@ -193,6 +196,34 @@ __device__ __forceinline__ int tile_mode(const std::uint8_t* ws, const Tile& t) 
   return __syncthreads_and(stage_ok) ? kStageRef : kPerBlock;
 }
 
+// The same form from every thread (two per weight row, alternate stages; the pair's ranges met by a
+// shuffle), each row's largest scale byte left in row_max_s for its reference: the scan and the
+// separate per-row maxima of form 0 were ~11% of the kernel's samples with half the warps idle.
+__device__ __forceinline__ int tile_mode_rows(const std::uint8_t* ws, const Tile& t, std::uint32_t* row_max_s) {
+  static_assert(kThreads == 2 * kWRows, "two threads per weight row");
+  const int r = threadIdx.x / 2;
+  bool stage_ok = true;
+  std::uint32_t hi = 0, lo = 0xffffffffu;
+  const std::uint8_t* row = ws + r * t.wstride;
+#pragma unroll 4
+  for (int kt = threadIdx.x % 2; kt < t.ktiles; kt += 2) {
+    const std::uint32_t w = *reinterpret_cast<const std::uint32_t*>(row + kt * 4);
+    std::uint32_t mx, mn;
+    byte_range(w, mx, mn);
+    stage_ok = stage_ok && refable(mx, mn);
+    hi = __vmaxu4(hi, w);
+    lo = __vminu4(lo, w);
+  }
+  hi = __vmaxu4(hi, __shfl_xor_sync(0xffffffffu, hi, 1));
+  lo = __vminu4(lo, __shfl_xor_sync(0xffffffffu, lo, 1));
+  std::uint32_t mx, mn, unused;
+  byte_range(hi, mx, unused);
+  byte_range(lo, unused, mn);
+  if (threadIdx.x % 2 == 0) row_max_s[r] = mx;
+  if (__syncthreads_and(refable(mx, mn))) return kRowRef;
+  return __syncthreads_and(stage_ok) ? kStageRef : kPerBlock;
+}
+
 // This thread's weight rows of a stage: the A fragments of its 4 K steps (rows r_lo and r_lo + 8 of its
 // warp's 16, as moe_fp4_wgmma.cu's rega_fragments) widened with the per-(row, 32-K) shift tables, and
 // srow[s][h] = the scale its partial of step s is promoted with (kStageRef: 2^reference for every step;
@@ -208,7 +239,7 @@ __device__ __forceinline__ void stage_fragments(std::uint32_t (&a)[4][4], float 
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int r = wrow + 8 * h;
-    const std::uint32_t sw = *reinterpret_cast<const std::uint32_t*>(smem + Smem::kWs + r * t.wstride + kt * 4);
+    const std::uint32_t sw = *reinterpret_cast<const std::uint32_t*>(t.ws + r * t.wstride + kt * 4);
     int ref = rref[h];
     if constexpr (P == kStageRef) {
       const std::uint32_t m = __vmaxu4(sw, sw >> 16);
@@ -290,6 +321,42 @@ __device__ __forceinline__ void begin_stage(const SkinnyGemmArgs& args, const Ti
   cp_async_commit_group();
 }
 
+// Stage kt's act scales (one per token) in its ring slot.
+__device__ __forceinline__ const float* stage_xs(const std::uint8_t* smem, int kt) {
+  return reinterpret_cast<const float*>(smem + Smem::kXs + (kt % kStages) * kTokens * 4);
+}
+
+// d (one token half's partial) = a stage's four 32-K wgmmas of A fragments a on the B rows at b_addr,
+// committed as one group.
+__device__ __forceinline__ void issue_stage(float (&d)[kHalf], const std::uint32_t (&a)[4][4], std::uint32_t b_addr) {
+  wg::fence_operands(d);
+  wg::wgmma_fence();
+#pragma unroll
+  for (int s = 0; s < 4; ++s) wg::wgmma_e4m3_rs(d, a[s], desc_step(wg::smem_desc(b_addr), s), s);
+  wg::wgmma_commit();
+}
+
+// Stages 0 .. ktiles - 1 through stage(kt, set, first), unrolled by two so that the set (which scale /
+// fragment registers a stage writes) alternates at compile time (ptxas otherwise serialises the wgmmas,
+// C7514), then finish(last stage, its set).
+template <class Stage, class Finish>
+__device__ __forceinline__ void run_stages(int ktiles, Stage& stage, Finish& finish) {
+  using Set0 = std::integral_constant<int, 0>;
+  using Set1 = std::integral_constant<int, 1>;
+  stage(0, Set0{}, std::true_type{});
+  int kt = 1;
+  for (; kt + 1 < ktiles; kt += 2) {
+    stage(kt, Set1{}, std::false_type{});
+    stage(kt + 1, Set0{}, std::false_type{});
+  }
+  if (kt < ktiles) {
+    stage(kt, Set1{}, std::false_type{});
+    finish(kt, Set1{});
+  } else {
+    finish(kt - 1, Set0{});
+  }
+}
+
 // The prescaled forms (P = kRowRef, kStageRef): one partial per (128-K stage, token half), each promoted
 // in f32 while the other half's wgmmas run (stage kt - 1's upper half while stage kt's lower half
 // multiplies). The fragments of stage kt are built once stage kt - 1's are no longer read; the promotion
@@ -301,14 +368,8 @@ __device__ __forceinline__ void run_prescaled(const SkinnyGemmArgs& args, const 
   float srow[2][4][2];
   std::uint32_t a_flat[16];
   auto& a = *reinterpret_cast<std::uint32_t(*)[4][4]>(a_flat);
-  auto xs_of = [&](int kt) { return reinterpret_cast<const float*>(smem + Smem::kXs + (kt % kStages) * kTokens * 4); };
-  auto issue = [&](float (&d)[kHalf], std::uint32_t b_addr) {
-    wg::fence_operands(d);
-    wg::wgmma_fence();
-#pragma unroll
-    for (int s = 0; s < 4; ++s) wg::wgmma_e4m3_rs(d, a[s], desc_step(wg::smem_desc(b_addr), s), s);
-    wg::wgmma_commit();
-  };
+  auto xs_of = [&](int kt) { return stage_xs(smem, kt); };
+  auto issue = [&](float (&d)[kHalf], std::uint32_t b_addr) { issue_stage(d, a, b_addr); };
   // Stage kt with scale set F; in flight on entry (unless first): stage kt - 1's upper half.
   auto stage = [&](int kt, auto set, auto first) {
     constexpr int F = decltype(set)::value;
@@ -336,14 +397,6 @@ __device__ __forceinline__ void run_prescaled(const SkinnyGemmArgs& args, const 
       promote<0, P>(acc, lo, srow[F][0], xs_of(kt));
     }
   };
-  using Set0 = std::integral_constant<int, 0>;
-  using Set1 = std::integral_constant<int, 1>;
-  stage(0, Set0{}, std::true_type{});
-  int kt = 1;
-  for (; kt + 1 < t.ktiles; kt += 2) {
-    stage(kt, Set1{}, std::false_type{});
-    stage(kt + 1, Set0{}, std::false_type{});
-  }
   // The last stage's upper half, once every wgmma is done.
   auto finish = [&](int last, auto set) {
     if constexpr (UPPER) {
@@ -354,12 +407,74 @@ __device__ __forceinline__ void run_prescaled(const SkinnyGemmArgs& args, const 
       promote<1, P>(acc, hi, srow[F][0], xs_of(last));
     }
   };
-  if (kt < t.ktiles) {
-    stage(kt, Set1{}, std::false_type{});
-    finish(kt, Set1{});
-  } else {
-    finish(kt - 1, Set0{});
-  }
+  run_stages(t.ktiles, stage, finish);
+}
+
+// run_prescaled with two A fragment sets (set F = stage parity): stage kt's fragments are built while
+// stage kt - 1's last wgmmas still run (its upper half; UPPER false: its only one), instead of after
+// they drained — the conversion's shared loads were the kernel's largest stall (Nsight Compute, 8K
+// layer: short scoreboard 23% of the main loop's samples, the wgmma wait 10%). UPPER false promotes
+// stage kt - 1's partial before issuing stage kt's (alternating lo / hi there made ptxas serialise the
+// wgmmas, C7514). The same partials, promotions and fmaf order as run_prescaled: the same bits.
+template <int P, bool UPPER>
+__device__ __forceinline__ void run_prescaled_overlap(const SkinnyGemmArgs& args, const Tile& t, const Copies& cps,
+                                                      std::uint8_t* smem, float (&acc)[kAcc], int wrow,
+                                                      const int (&rref)[2]) {
+  float lo[kHalf], hi[kHalf];
+  float srow[2][4][2];
+  std::uint32_t a0[16], a1[16];
+  auto xs_of = [&](int kt) { return stage_xs(smem, kt); };
+  auto issue = [&](float (&d)[kHalf], std::uint32_t (&af)[16], std::uint32_t b_addr) {
+    wg::fence_operands(af);
+    issue_stage(d, *reinterpret_cast<std::uint32_t(*)[4][4]>(af), b_addr);
+  };
+  // Stage kt with sets F; in flight on entry (unless first): stage kt - 1's last wgmmas (fragments 1 - F).
+  auto stage = [&](int kt, auto set, auto first) {
+    constexpr int F = decltype(set)::value;
+    constexpr bool kFirst = decltype(first)::value;
+    auto& af = F == 0 ? a0 : a1;
+    auto& ap = F == 0 ? a1 : a0;
+    begin_stage(args, t, cps, smem, kt);
+    // Fragments F were last read by stage kt - 2's wgmmas, waited for in stage kt - 1.
+    stage_fragments<P>(*reinterpret_cast<std::uint32_t(*)[4][4]>(af), srow[F], smem, t, wrow, kt, rref);
+    const std::uint32_t b_addr = smem_u32(smem + Smem::kB + (kt % kStages) * kBTile);
+    if constexpr (UPPER) {
+      issue(lo, af, b_addr);
+      if constexpr (!kFirst) {
+        wg::wgmma_wait<1>();  // stage kt - 1's upper half (this stage's lower half may run)
+        wg::fence_operands(hi);
+        wg::fence_operands(ap);
+        promote<1, P>(acc, hi, srow[1 - F][0], xs_of(kt - 1));
+      }
+      issue(hi, af, b_addr + kHalfTile);
+      wg::wgmma_wait<1>();  // this stage's lower half
+      wg::fence_operands(lo);
+      promote<0, P>(acc, lo, srow[F][0], xs_of(kt));
+    } else {
+      if constexpr (!kFirst) {
+        wg::wgmma_wait<0>();  // stage kt - 1's
+        wg::fence_operands(lo);
+        wg::fence_operands(ap);
+        promote<0, P>(acc, lo, srow[1 - F][0], xs_of(kt - 1));
+      }
+      issue(lo, af, b_addr);
+    }
+  };
+  // The last stage's outstanding wgmmas (upper half, or its only one).
+  auto finish = [&](int last, auto set) {
+    constexpr int F = decltype(set)::value;
+    wg::wgmma_wait<0>();
+    wg::fence_operands(lo);
+    wg::fence_operands(hi);
+    wg::fence_operands(a0);
+    wg::fence_operands(a1);
+    if constexpr (UPPER) {
+      promote<1, P>(acc, hi, srow[F][0], xs_of(last));
+    } else {
+      promote<0, P>(acc, lo, srow[F][0], xs_of(last));
+    }
+  };
+  run_stages(t.ktiles, stage, finish);
 }
 
 // Exact-scale form (a weight tile whose scales span more than the prescaled codes hold): a fresh
@@ -424,9 +539,63 @@ __device__ __forceinline__ void copy_weight_scales(const SkinnyGemmArgs& args, c
 }
 #endif
 
+#if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// A prescaled form's main loop on the chosen schedule (kOverlap: run_prescaled_overlap), both token
+// halves unless the item has <= 64 rows.
+template <bool kOverlap, int P>
+__device__ __forceinline__ void run_prescaled_form(const SkinnyGemmArgs& args, const Tile& t, const Copies& cps,
+                                                   std::uint8_t* smem, float (&acc)[kAcc], int wrow,
+                                                   const int (&rref)[2]) {
+  const bool upper = t.mrows > kTokens / 2;
+  if constexpr (kOverlap) {
+    if (upper) {
+      run_prescaled_overlap<P, true>(args, t, cps, smem, acc, wrow, rref);
+    } else {
+      run_prescaled_overlap<P, false>(args, t, cps, smem, acc, wrow, rref);
+    }
+  } else if (upper) {
+    run_prescaled<P, true>(args, t, cps, smem, acc, wrow, rref);
+  } else {
+    run_prescaled<P, false>(args, t, cps, smem, acc, wrow, rref);
+  }
+}
+
+// One weight tile's GEMM from its scale form on (mode; its rows' largest scale bytes in row_max, form
+// >= 1) to its stores. kOverlap: run_prescaled_overlap; else the session-6 run_prescaled and row_max scan.
+template <bool kOverlap>
+__device__ __forceinline__ void run_tile(const SkinnyGemmArgs& args, const Tile& t, const Copies& cps,
+                                         std::uint8_t* smem, int mode, const std::uint32_t* row_max_s) {
+  const int tid = threadIdx.x;
+  const int wrow = (tid / 128) * 64 + ((tid % 128) / 32) * 16 + (tid % 32) / 4;  // this thread's first weight row
+  float acc[kAcc];
+#pragma unroll
+  for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
+  float rscale[2] = {1.0f, 1.0f};
+  if (mode == kRowRef) {
+    int rref[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = wrow + 8 * h;
+      rref[h] = static_cast<int>(kOverlap ? row_max_s[r] : row_max(t.ws, t, r)) - 6;
+      rscale[h] = __uint_as_float(static_cast<std::uint32_t>(rref[h]) << 23);
+    }
+    run_prescaled_form<kOverlap, kRowRef>(args, t, cps, smem, acc, wrow, rref);
+  } else if (mode == kStageRef) {
+    const int rref[2] = {0, 0};
+    run_prescaled_form<kOverlap, kStageRef>(args, t, cps, smem, acc, wrow, rref);
+  } else {
+    run_per_block(args, t, cps, smem, acc, wrow);
+  }
+  cp_async_wait_group<0>();
+  store_tile(args, acc, t, wrow, rscale);
+}
+#endif
+
 // Grid: (n / 128, max items, weight sets). Per output element the K order is fixed by K and the weight
 // tile alone (128-K stages in ascending order; the form is chosen from the tile's scales), so a token's
-// result never depends on its item or the batch.
+// result never depends on its item, the batch or the kernel form. kForm 1 (the default): tile_mode_rows
+// and the overlapped main loop; 0: the session-6 kernel (CudaBackendOptions::moe_prefill_fp8_form).
+template <int kForm>
 __global__ void __launch_bounds__(kThreads, 1) moe_prefill_fp8_kernel(SkinnyGemmArgs args) {
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(1024) std::uint8_t smem_in[];
@@ -443,6 +612,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_prefill_fp8_kernel(SkinnyGemm
   t.ktiles = static_cast<int>(args.k / kBK);
   t.wstride = scale_stride(args.k);
   t.w_bytes = static_cast<const std::uint8_t*>(w.data) + t.n0 * (args.k / 2);
+  t.ws = smem + Smem::kWs;
 
   auto* xrow = reinterpret_cast<const std::uint8_t**>(smem + Smem::kXrow);
   for (int c = tid; c < kTokens; c += kThreads) {
@@ -466,37 +636,9 @@ __global__ void __launch_bounds__(kThreads, 1) moe_prefill_fp8_kernel(SkinnyGemm
   }
   cp_async_wait_group<kStages - 3>();
   __syncthreads();  // the scales (and the shift tables)
-  const int mode = tile_mode(smem + Smem::kWs, t);
-
-  const int wrow = (tid / 128) * 64 + ((tid % 128) / 32) * 16 + (tid % 32) / 4;  // this thread's first weight row
-  float acc[kAcc];
-#pragma unroll
-  for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
-  float rscale[2] = {1.0f, 1.0f};
-  if (mode == kRowRef) {
-    int rref[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      rref[h] = static_cast<int>(row_max(smem + Smem::kWs, t, wrow + 8 * h)) - 6;
-      rscale[h] = __uint_as_float(static_cast<std::uint32_t>(rref[h]) << 23);
-    }
-    if (t.mrows > kTokens / 2) {
-      run_prescaled<kRowRef, true>(args, t, cps, smem, acc, wrow, rref);
-    } else {
-      run_prescaled<kRowRef, false>(args, t, cps, smem, acc, wrow, rref);
-    }
-  } else if (mode == kStageRef) {
-    const int rref[2] = {0, 0};
-    if (t.mrows > kTokens / 2) {
-      run_prescaled<kStageRef, true>(args, t, cps, smem, acc, wrow, rref);
-    } else {
-      run_prescaled<kStageRef, false>(args, t, cps, smem, acc, wrow, rref);
-    }
-  } else {
-    run_per_block(args, t, cps, smem, acc, wrow);
-  }
-  cp_async_wait_group<0>();
-  store_tile(args, acc, t, wrow, rscale);
+  auto* row_max_s = reinterpret_cast<std::uint32_t*>(smem + Smem::kRowMax);
+  const int mode = kForm == 1 ? tile_mode_rows(t.ws, t, row_max_s) : tile_mode(t.ws, t);
+  run_tile<kForm == 1>(args, t, cps, smem, mode, row_max_s);
 #else
   __trap();
 #endif
@@ -510,11 +652,12 @@ bool moe_prefill_fp8_fits(std::int64_t n, std::int64_t k, const DevWeight& w) {
          reinterpret_cast<std::uintptr_t>(w.data) % 16 == 0;
 }
 
-void launch_moe_prefill_fp8(const SkinnyGemmArgs& args, int grid_y, int grid_z, cudaStream_t stream) {
+void launch_moe_prefill_fp8(const SkinnyGemmArgs& args, int grid_y, int grid_z, int form, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(args.n / kWRows), static_cast<unsigned>(grid_y), static_cast<unsigned>(grid_z));
   const int smem = Smem::bytes(args.k);
-  cudaFuncSetAttribute(moe_prefill_fp8_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  moe_prefill_fp8_kernel<<<grid, kThreads, static_cast<std::size_t>(smem), stream>>>(args);
+  auto* kernel = form == 0 ? moe_prefill_fp8_kernel<0> : moe_prefill_fp8_kernel<1>;
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  kernel<<<grid, kThreads, static_cast<std::size_t>(smem), stream>>>(args);
 }
 
 }  // namespace deepinfer::ops::cuda
