@@ -107,10 +107,6 @@ struct CudaBackendOptions {
   // previous stage's wgmmas run (two fragment sets) and the tile's scale scan on every thread (8K prompt,
   // 4 layers, H200: 29.72 -> 28.22 ms; docs/PERFORMANCE_CUDA_OPS.md); 0 = the session-6 kernel.
   int moe_prefill_fp8_form = 1;
-  // That GEMM's kernel form (the same bits in each): 1 = each stage's A fragments built while the
-  // previous stage's wgmmas run (two fragment sets) and the tile's scale scan on every thread (8K prompt,
-  // 4 layers, H200: 29.72 -> 28.22 ms; docs/PERFORMANCE_CUDA_OPS.md); 0 = the session-6 kernel.
-  int moe_prefill_fp8_form = 1;
   // Steps of at least this many tokens (0 = never) with bf16 q and keys score the lightning indexer on
   // tensor cores (indexer_mma_kernels.cu); fewer, or batch-invariant mode: the SIMT kernel.
   int indexer_mma_min_tokens = 32;
