@@ -3,8 +3,8 @@
 # model vs HF and the CPU incl. graph == eager, the executor, the engine loops on the V4 model) and the
 # whole-model bench of the real V4-Flash geometry (dummy weights, N layers; 1K-context grid up to batch
 # 256, then 8K contexts at small batches), optionally the engine bench, V4.1's decode grid (--v41), the
-# wgmma kernels' tests under compute-sanitizer memcheck (--memcheck) and the CUPTI decode profile at batch 1
-# and 32 (--profile). A summary on stdout; every log in one tarball under $OUT (the device tool brings back
+# wgmma kernels' tests under compute-sanitizer memcheck (--memcheck) and the CUPTI profiles (--profile:
+# decode at batch 1 and 32, one 8K prompt with its GEMMs against the peaks). A summary on stdout; every log in one tarball under $OUT (the device tool brings back
 # at most 8 files). The lead's end-of-session check (session 6's final call: --v41 --memcheck --profile,
 # ~250 s from a cold machine).
 # usage (repo root, .deps carried): bash tools/gpu/run_all_checks.sh [--layers 4] [--no-8k] [--engine] [--v41]
@@ -80,5 +80,10 @@ if [ "$profile" = 1 ]; then
     >"$logs/profile.txt" 2>&1
   stamp "decode profile: exit $?"
   grep -E "^## |median step|^ +[0-9]+ +[0-9.]+ " "$logs/profile.txt" | cut -c1-140 | head -40
+  # One 8K prompt under the tracer: its top kernels and its GEMMs against the tensor-core peaks.
+  OUT="$logs/prefill_profile" timeout 200 bash tools/gpu/run_prefill_profile.sh --layers "$layers" --tokens 8192 \
+    --runs "32:fp8" --no-build >"$logs/prefill_profile.txt" 2>&1
+  stamp "prefill profile: exit $?"
+  grep -E "^\| |forward " "$logs/prefill_profile.txt" | head -20
 fi
 stamp "done, tests $([ $fail = 0 ] && echo passed || echo FAILED)"

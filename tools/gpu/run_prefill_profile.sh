@@ -5,7 +5,8 @@
 # prefill expert GEMM from 32 rows per expert, the default, 0 = routed experts on the skinny FP8 path;
 # KERNEL: fp8, the default (moe_prefill_fp8_wgmma.cu), wgmma (the bf16 one) or mma), then prints the top
 # kernels of the longest prompt
-# (tools/gpu/prefill_trace_report.py). Logs and gzipped traces in $OUT.
+# (tools/gpu/prefill_trace_report.py) and its GEMMs against the tensor-core peaks
+# (tools/gpu/prefill_gemm_report.py). Logs and gzipped traces in $OUT.
 # usage (repo root, .deps carried): bash tools/gpu/run_prefill_profile.sh [--layers 4] [--tokens 1024,8192]
 #        [--runs "32:fp8 0:fp8"] [--no-build]
 set -uo pipefail
@@ -41,5 +42,7 @@ for run in $runs; do
     >"$out/prefill_bench_$tag.md" 2>&1
   grep -E "^\| *(${tokens//,/|}) *\|" "$out/prefill_bench_$tag.md"
   python3 tools/gpu/prefill_trace_report.py "$out/prefill_trace_$tag.csv" 2>&1
+  python3 tools/gpu/prefill_gemm_report.py "$out/prefill_trace_$tag.csv" --config tests/io/fixtures/v4_flash.release.json \
+    --layers "$layers" --tokens "${tokens##*,}" 2>&1
   gzip -f "$out/prefill_trace_$tag.csv"
 done
