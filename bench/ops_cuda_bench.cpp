@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <set>
@@ -524,6 +525,22 @@ int main(int argc, char** argv) {
       mma.moe_fp4_wgmma = false;
       auto mma_sync = make_cuda_backend(mma);
       paths.push_back({"mma.sync", mma_sync.get()});
+      // The register-A form's ring depth forced (default: 10 stages for grids of <= 4 CTAs an SM, else 5)
+      // and the unpermuted operands ('unpermuted, stages 5': the session-6 kernel).
+      struct Variant {
+        const char* label;
+        int stages;
+        bool permuted;
+      };
+      std::vector<std::unique_ptr<Backend>> variants;
+      for (const Variant& v : {Variant{"stages 5", 5, true}, Variant{"stages 10", 10, true},
+                               Variant{"unpermuted", 0, false}, Variant{"unpermuted, stages 5", 5, false}}) {
+        CudaBackendOptions o;
+        o.moe_fp4_wgmma_stages = v.stages;
+        o.moe_fp4_wgmma_permuted = v.permuted;
+        variants.push_back(make_cuda_backend(o));
+        paths.push_back({v.label, variants.back().get()});
+      }
       if (argc > 2 && std::strcmp(argv[2], "--act32") == 0) {
         // V4.1's act block 32: the skinny kernel it takes by default vs the wgmma form (items <= 16 rows).
         CudaBackendOptions a32;

@@ -457,6 +457,60 @@ TEST(CudaParity, MoeFp4WgmmaOddKStageCountsMatchCpu) {
   for (std::int64_t t : {1, 8, 16, 32}) check_wgmma_experts(4, 2, 384, 640, t, cpu_experts, gpu_experts);
 }
 
+// The CPU's output and backend a's (twice) and b's on the same inputs: a within the MoE bound of the CPU
+// and of b, a repeating its bits. {want, a, b} for the caller's print.
+struct MoeAb {
+  Tensor want, a, b;
+};
+MoeAb check_moe_ab(Backend& a, Backend& b, const MoeInputs& in, const std::vector<ExpertWeights>& cpu_experts,
+                   const std::vector<ExpertWeights>& gpu_experts, const MoeOptions& options) {
+  const std::int64_t t = in.x.dim(0), dim = in.x.dim(1);
+  MoeAb r{Tensor::empty({t, dim}, DType::kF32), {}, {}};
+  backend().moe_experts(in.x, in.id_t, in.wts, cpu_experts, options, r.want);
+  Tensor outs[3];
+  for (int i = 0; i < 3; ++i) {  // a, a again, b
+    Backend& be = i < 2 ? a : b;
+    Tensor got = poisoned({t, dim}, DType::kF32, be);
+    be.moe_experts(to_gpu(in.x, be), to_gpu(in.id_t, be), to_gpu(in.wts, be), gpu_experts, options, got);
+    outs[i] = to_host(got, be);
+  }
+  EXPECT_LE(rel_error(outs[0], r.want), kTolBf16) << worst_element(outs[0], r.want);
+  EXPECT_LE(rel_error(outs[0], outs[2]), kTolBf16) << worst_element(outs[0], outs[2]);
+  EXPECT_EQ(std::memcmp(outs[0].raw_data(), outs[1].raw_data(), static_cast<std::size_t>(outs[0].nbytes())), 0);
+  r.a = outs[0];
+  r.b = outs[2];
+  return r;
+}
+
+// K-permuted operands (CudaBackendOptions::moe_fp4_wgmma_permuted, the default) against the unpermuted
+// form: the same products and 32-K partials up to the tensor core's order inside a step and a power of
+// two, so both within the MoE bound of the CPU and of each other, at items of 8 / 16 (register-A: T = 1 /
+// 32) and 32 (shared-memory form: T = 64), act blocks 128 and 32 (T = 1 / 32); each repeats its bits.
+// Prints whether the bits agree.
+TEST(CudaParity, MoeFp4WgmmaPermutedOperandsMatchTheUnpermutedForm) {
+  DEEPINFER_REQUIRE_GPU();
+  std::vector<ExpertWeights> gpu_experts;
+  const std::vector<ExpertWeights> cpu_experts = fp4_experts(4, 384, 640, 1700, &gpu_experts);
+  for (const int act : {128, 32}) {
+    CudaBackendOptions on;
+    on.moe_prefill_min_rows = 0;
+    CudaBackendOptions off = on;
+    off.moe_fp4_wgmma_permuted = false;
+    const std::unique_ptr<Backend> perm = make_cuda_backend(on), plain = make_cuda_backend(off);
+    const MoeOptions options{10.0f, act, DType::kBF16};
+    for (std::int64_t t : act == 128 ? std::vector<std::int64_t>{1, 32, 64} : std::vector<std::int64_t>{1, 32}) {
+      SCOPED_TRACE(testing::Message() << "act block " << act << ", T=" << t);
+      const MoeAb r = check_moe_ab(*perm, *plain, moe_inputs(t, 2, 4, 384), cpu_experts, gpu_experts, options);
+      std::printf("moe_fp4_wgmma K-permuted, act block %d, T=%lld: relative error %.3e vs CPU, %.3e vs unpermuted "
+                  "(unpermuted vs CPU %.3e), bits %s\n",
+                  act, static_cast<long long>(t), rel_error(r.a, r.want), rel_error(r.a, r.b), rel_error(r.b, r.want),
+                  std::memcmp(r.a.raw_data(), r.b.raw_data(), static_cast<std::size_t>(r.a.nbytes())) == 0
+                      ? "equal"
+                      : "differ");
+    }
+  }
+}
+
 // V4.1's act block 32 through the register-A form (CudaBackendOptions::moe_fp4_wgmma_act32): each
 // 32-K partial scaled by its own act scale and weight scale. Against the CPU and against the skinny
 // mma.sync kernel V4.1 takes otherwise (the same e4m3 codes; only the order inside a 32-K step
@@ -474,23 +528,11 @@ void check_wgmma_act32(int n_exp, int k, std::int64_t dim, std::int64_t inter, s
   const MoeOptions options{10.0f, 32, DType::kBF16};
   for (std::int64_t t : tokens) {
     SCOPED_TRACE(testing::Message() << n_exp << " experts of [" << inter << ", " << dim << "], top-" << k << ", T=" << t);
-    const auto [x, id_t, wts] = moe_inputs(t, k, n_exp, dim);
-    Tensor want = Tensor::empty({t, dim}, DType::kF32);
-    backend().moe_experts(x, id_t, wts, cpu_experts, options, want);
-    Tensor outs[3];
-    for (int i = 0; i < 3; ++i) {  // wgmma, wgmma again, skinny
-      Backend& be = i < 2 ? *wg : *skinny;
-      Tensor got = poisoned({t, dim}, DType::kF32, be);
-      be.moe_experts(to_gpu(x, be), to_gpu(id_t, be), to_gpu(wts, be), gpu_experts, options, got);
-      outs[i] = to_host(got, be);
-    }
-    EXPECT_LE(rel_error(outs[0], want), kTolBf16) << worst_element(outs[0], want);
-    EXPECT_LE(rel_error(outs[0], outs[2]), kTolBf16) << worst_element(outs[0], outs[2]);
-    EXPECT_EQ(std::memcmp(outs[0].raw_data(), outs[1].raw_data(), static_cast<std::size_t>(outs[0].nbytes())), 0);
+    const MoeAb r = check_moe_ab(*wg, *skinny, moe_inputs(t, k, n_exp, dim), cpu_experts, gpu_experts, options);
     std::printf("moe_fp4_wgmma act block 32, %d experts [%lld, %lld] top-%d T=%lld: relative error %.3e vs CPU, "
                 "%.3e vs the skinny kernel (skinny vs CPU %.3e)\n",
                 n_exp, static_cast<long long>(inter), static_cast<long long>(dim), k, static_cast<long long>(t),
-                rel_error(outs[0], want), rel_error(outs[0], outs[2]), rel_error(outs[2], want));
+                rel_error(r.a, r.want), rel_error(r.a, r.b), rel_error(r.b, r.want));
   }
 }
 
@@ -506,6 +548,9 @@ TEST(CudaParity, MoeFp4WgmmaActBlock32MatchesCpuAndTheSkinnyKernel) {
 // them. A w2 block of code 255 must make its output column NaN for every token, as on the CPU (a shift
 // would give +-inf), in both forms (T = 1 / 16: register-A items of 8 / 16; T = 32: shared-memory items
 // of 32), and a token keeps its bits alone and in the batch; code-0 blocks in w1 / w3 / w2 ride along.
+// With K-permuted operands (the default) the shift takes code + 6: w3's code 249 (its first 64-row CTA
+// then scales exactly) and 248 (the largest its second CTA shifts) check that bound; SwiGLU's clamp
+// keeps their huge up values finite.
 TEST(CudaParity, MoeFp4WgmmaScaleCodes0And255KeepTheirValues) {
   DEEPINFER_REQUIRE_GPU();
   constexpr std::int64_t kD = 128, kNanColumn = 5;
@@ -520,6 +565,8 @@ TEST(CudaParity, MoeFp4WgmmaScaleCodes0And255KeepTheirValues) {
   set_code(ew.w3, 11, 1, 0);
   set_code(ew.w2, 9, 0, 0);
   set_code(ew.w2, kNanColumn, 3, 255);
+  set_code(ew.w3, 4, 3, 249);
+  set_code(ew.w3, 70, 2, 248);
   gpu_experts.push_back({to_gpu(ew.w1), to_gpu(ew.w3), to_gpu(ew.w2)});
   const std::unique_ptr<Backend> wg = moe_wgmma_backend(true);
   const MoeOptions options{10.0f, 128, DType::kBF16};

@@ -391,7 +391,10 @@ void CudaBackend::moe_experts_skinny(const DevRows& x, const std::int32_t* ids, 
   place.bind(base);
 
   place.sort(ids, wts, pairs, k, n_exp, group, err_, stream_);
-  launch_act_quant_codes(x, act, base + xq_off, ld1, xs, t_count, stream_);
+  // The wgmma kernel's operands K-permuted inside each 32-K block: its act codes are written so (they
+  // reach no other kernel: both GEMMs of this call take the same path).
+  const bool k_permuted = wgmma && options_.moe_fp4_wgmma_permuted;
+  launch_act_quant_codes(x, act, base + xq_off, ld1, xs, t_count, stream_, k_permuted);
   DI_CUDA_CHECK_LAUNCH("moe_experts (sort, act quant)");
 
   const DevWeightFormat format = dev_format(e0.w1.format);
@@ -419,7 +422,7 @@ void CudaBackend::moe_experts_skinny(const DevRows& x, const std::int32_t* ids, 
     if (prefill_fp8) {
       launch_moe_prefill_fp8(args, grid_y, sets, options_.moe_prefill_fp8_form, stream_);
     } else if (wgmma) {
-      launch_moe_fp4_wgmma(group, args, grid_y, sets, stream_);
+      launch_moe_fp4_wgmma(group, args, grid_y, sets, options_.moe_fp4_wgmma_stages, k_permuted, sm_count_, stream_);
     } else if (wide_loads) {
       launch_skinny_fp4_wide(group, args, grid_y, sets, stream_);
     } else {
@@ -431,6 +434,7 @@ void CudaBackend::moe_experts_skinny(const DevRows& x, const std::int32_t* ids, 
 
   MoeSwigluArgs sw = swiglu_args(gate, up, place.rw, inter, options);
   sw.codes = base + h_off;
+  sw.codes_k_permuted = k_permuted ? 1 : 0;
   sw.code_scales = hs;
   sw.scales_ld = pairs;
   sw.ld = ld2;

@@ -88,7 +88,7 @@ struct CudaBackendOptions {
   int moe_fp4_wgmma_stages = 0;
   // That kernel's operands K-permuted inside each 32-K block (act codes written so, fp4 bytes read as
   // stored; fp4 widened to 2^-6-scaled e4m3 by shifts, the scales carry the 2^6 back): a thread's
-  // fragment is one ldmatrix word per row and step, 198 instead of 240 instructions a 128-K stage.
+  // fragment is one ldmatrix word per row and step, 187 instead of 241 instructions a 128-K stage.
   // Off: the unpermuted form (the A/B of docs/PERFORMANCE_CUDA_OPS.md).
   bool moe_fp4_wgmma_permuted = true;
   // Prefill: fp4 experts with at least this many rows per expert on average (0 = off) go through the

@@ -37,6 +37,8 @@ constexpr std::array kFields = {
     NamedField{"dependent_launch", &CudaBackendOptions::dependent_launch},
     NamedField{"moe_fp4_wgmma", &CudaBackendOptions::moe_fp4_wgmma},
     NamedField{"moe_fp4_wgmma_act32", &CudaBackendOptions::moe_fp4_wgmma_act32},
+    NamedField{"moe_fp4_wgmma_stages", &CudaBackendOptions::moe_fp4_wgmma_stages},
+    NamedField{"moe_fp4_wgmma_permuted", &CudaBackendOptions::moe_fp4_wgmma_permuted},
     NamedField{"moe_prefill_min_rows", &CudaBackendOptions::moe_prefill_min_rows},
     NamedField{"moe_prefill_wgmma", &CudaBackendOptions::moe_prefill_wgmma},
     NamedField{"moe_prefill_fp8", &CudaBackendOptions::moe_prefill_fp8},

@@ -50,7 +50,8 @@ __global__ void act_prep_kernel(DevRows x, int block, OutT* out, std::int64_t ld
 
 // Act quant with one warp per block of 32·E elements (E per lane, loaded together, so a row costs one
 // memory round trip instead of one per block and element): MODE 0 writes e4m3 codes (uint8) and the
-// f32 scales (block-major: scales[b * scale_ld + row]); MODE 1 / 2 write the fake-quantised values as
+// f32 scales (block-major: scales[b * scale_ld + row]); MODE 3 the codes K-permuted within 32-column
+// blocks (launch_act_quant_codes' k_permuted); MODE 1 / 2 write the fake-quantised values as
 // bf16 / f32. Grid: (rows, ceil(blocks / 8)); [width, ld) is zero filled.
 template <int E, int MODE>
 __global__ void act_quant_warp_kernel(DevRows x, int nblocks, void* out, std::int64_t ld, float* scales,
@@ -63,8 +64,9 @@ __global__ void act_quant_warp_kernel(DevRows x, int nblocks, void* out, std::in
   const int b = static_cast<int>(blockIdx.y) * 8 + warp;
   const std::int64_t k = x.width;
   auto put = [&](std::int64_t i, float v, float s) {
-    if constexpr (MODE == 0) {
-      static_cast<std::uint8_t*>(out)[r * ld + i] = s > 0.0f ? f32_to_e4m3(fminf(fmaxf(v / s, -kE4M3MaxF), kE4M3MaxF)) : 0;
+    if constexpr (MODE == 0 || MODE == 3) {
+      const std::int64_t at = MODE == 3 ? (i & ~std::int64_t{31}) | ((i & 31) >> 1) | ((i & 1) << 4) : i;
+      static_cast<std::uint8_t*>(out)[r * ld + at] = s > 0.0f ? f32_to_e4m3(fminf(fmaxf(v / s, -kE4M3MaxF), kE4M3MaxF)) : 0;
     } else if constexpr (MODE == 1) {
       static_cast<std::uint16_t*>(out)[r * ld + i] = f32_to_bf16_bits(s > 0.0f ? fake_fp8(v, s) : 0.0f);
     } else {
@@ -84,7 +86,7 @@ __global__ void act_quant_warp_kernel(DevRows x, int nblocks, void* out, std::in
 #pragma unroll
     for (int e = 0; e < E; ++e)
       if (i0 + e < k) put(i0 + e, v[e], s);
-    if (MODE == 0 && lane == 0) scales[b * scale_ld + r] = s;
+    if ((MODE == 0 || MODE == 3) && lane == 0) scales[b * scale_ld + r] = s;
   }
   if (blockIdx.y == 0)
     for (std::int64_t i = k + threadIdx.x; i < ld; i += blockDim.x) put(i, 0.0f, 0.0f);
@@ -721,9 +723,13 @@ void launch_act_prep_f32(const DevRows& x, int act_block, float* out, std::int64
 }
 
 void launch_act_quant_codes(const DevRows& x, int block, std::uint8_t* codes, std::int64_t ld, float* scales,
-                            std::int64_t scale_ld, cudaStream_t stream) {
+                            std::int64_t scale_ld, cudaStream_t stream, bool k_permuted) {
   if (x.rows == 0) return;
-  launch_act_quant_mode<0>(x, block, codes, ld, scales, scale_ld, stream);
+  if (k_permuted) {
+    launch_act_quant_mode<3>(x, block, codes, ld, scales, scale_ld, stream);
+  } else {
+    launch_act_quant_mode<0>(x, block, codes, ld, scales, scale_ld, stream);
+  }
 }
 
 void launch_mma_gemm(DevWeightFormat format, MmaTile tile, bool grouped, const MmaGemmArgs& args, int grid_x,

@@ -121,8 +121,10 @@ void launch_dequant_weight(const DevWeight& w, DevWeightFormat format, std::int6
 // FP8 act quant to real codes (gemm_kernels.cu; block % 32 == 0, block <= 128): e4m3 codes [rows, ld]
 // (zero padded) and the power-of-two f32 block scales, block-major: scales[(k / block) * scale_ld + row]
 // (cuBLASLt's VEC128 layout for block 128).
+// k_permuted (x.width % 32 == 0): code i stored at position (i & ~31) | (i % 32 / 2) | (i % 2 << 4), even
+// elements of each 32-column block first (the routed experts' wgmma kernel, moe_fp4_wgmma.cu).
 void launch_act_quant_codes(const DevRows& x, int block, std::uint8_t* codes, std::int64_t ld, float* scales,
-                            std::int64_t scale_ld, cudaStream_t stream);
+                            std::int64_t scale_ld, cudaStream_t stream, bool k_permuted = false);
 // Weight block scales (ue8m0 or f32, [rows, cols]) as f32 [rows, ld] (ld >= cols, zero padded).
 void launch_weight_scale_f32(const DevWeight& w, std::int64_t rows, std::int64_t cols, float* out, std::int64_t ld,
                              cudaStream_t stream);
@@ -245,7 +247,10 @@ void launch_skinny_fp4_wide(int group_rows, const SkinnyGemmArgs& args, int grid
 // scaled in f32 and summed in ascending K, so a token's bits never depend on its item or batch.
 constexpr std::int64_t kMoeFp4WgmmaMaxK = 16384;
 bool moe_fp4_wgmma_fits(std::int64_t n, std::int64_t k, const DevWeight& w);
-void launch_moe_fp4_wgmma(int group_rows, const SkinnyGemmArgs& args, int grid_y, int grid_z, cudaStream_t stream);
+// stages: the register-A form's ring depth (0: 10 for items of 8 where the grid has <= 4 CTAs per SM
+// of sm_count, else 5; or 5 / 10 forced). k_permuted: args.x holds K-permuted codes (launch_act_quant_codes).
+void launch_moe_fp4_wgmma(int group_rows, const SkinnyGemmArgs& args, int grid_y, int grid_z, int stages,
+                          bool k_permuted, int sm_count, cudaStream_t stream);
 // The prefill expert GEMM on fp8 wgmma (moe_prefill_fp8_wgmma.cu): the skinny pipeline's arguments (e4m3
 // act-quant codes, act_block 128) for items of <= kMoePrefillRows rows, 128 weight rows per CTA; grid_y =
 // max items, grid_z = weight sets. Launch only where ArchFeatures::wgmma and moe_prefill_fp8_fits(n, k,
@@ -457,6 +462,7 @@ struct MoeSwigluArgs {
   std::uint16_t* out = nullptr;  // bf16 [P, ld]
   float* out_f32 = nullptr;      // or f32 [P, ld] (exact mode: f32 activations end to end)
   std::uint8_t* codes = nullptr; // or e4m3 codes [P, ld] + scales[(j / act_block) * scales_ld + p] (skinny GEMM)
+  int codes_k_permuted = 0;      // codes K-permuted in 32-column blocks (launch_act_quant_codes; inter % 32 == 0)
   float* code_scales = nullptr;
   std::int64_t scales_ld = 0;
   std::int64_t ld = 0;

@@ -5,6 +5,8 @@
 // tokens). Items of 32 rows: the fp4 tile is widened once into 128-byte-swizzled K-major e4m3 (the A
 // operand) in shared memory. Items of <= 16 rows ("register-A form", below): each thread converts its own
 // A fragment into registers instead (17-20% faster at 8..128 tokens, same bits; PERFORMANCE_CUDA_OPS.md).
+// By default both forms take K-permuted operands (below: ldmatrix fragments, fp4 widened to 2^-6-scaled
+// e4m3 by shifts); CudaBackendOptions::moe_fp4_wgmma_permuted = false keeps the unpermuted ones.
 //
 // Layout facts the kernels rest on (all confirmed on the H200: probe and parity tests, compute-sanitizer
 // memcheck clean on a full-size V4-Flash expert case, 2026-11-30): smem descriptor start >> 4, LBO 16 B,
@@ -144,10 +146,68 @@ __device__ __forceinline__ void load_acts(const SkinnyGemmArgs& args, const std:
   }
 }
 
+// ---- K-permuted fp4 (CudaBackendOptions::moe_fp4_wgmma_permuted) ----------------------------------
+// Inside each 32-K block the wgmma's K position p holds element 2p (p < 16) or 2(p - 16) + 1 of the
+// block, for BOTH operands: the act codes arrive written so (act quant and SwiGLU codes: their
+// k_permuted flag), the fp4 bytes are read as stored. A thread's 4 fp4 bytes of a row and step are then
+// one aligned word (elements 8q .. 8q + 7: its low nibbles are K 4q .., its high nibbles K 16 + 4q ..),
+// so ldmatrix hands every thread its words (2 per stage and thread instead of 16 loads and 8 byte
+// selects). Each product and 32-K partial is the same set as unpermuted; only the order inside the
+// tensor core's 32-K sum differs, as between the wgmma and mma.sync kernels.
+// The e4m3 operand is the fp4 code scaled by 2^-6: code c (magnitude bits e1 e0 m) shifted to bits 2-4
+// of the byte is exactly 2^-6 x its e2m1 value as e4m3 (e2m1 subnormal 0.5 -> e4m3 subnormal 2^-7,
+// normals 2^(e-1)(1 + m/2) -> 2^(e-7)(1 + m/2)), the sign to bit 7: 6 instructions for 8 elements
+// and no table. Partials come out 2^-6 x (exact power-of-two scaling); the weight scales carry the 64
+// back (their codes + 6 in the CTA's table, see special_scale_codes).
+
+// 8 e2m1 (element 2b in the low nibble of byte b) -> 8 scaled e4m3: .x = the low nibbles (elements 0, 2,
+// 4, 6), .y = the high nibbles (1, 3, 5, 7). Bits 2-4 of a byte from the shifted word, bit 7 from the
+// nibble's sign; every other bit of `sign` (and its shift) falls inside bits 2-4, which it does not feed.
+// (One lop3 each, (a & 0x1c1c1c1c) | (b & ~0x1c1c1c1c): written as C, ptxas splits it into a mask and an
+// or with a second constant, 7 instructions instead of 6.)
+template <typename = void>
+__device__ __forceinline__ uint2 e2m1x8_to_e4m3x8_scaled(std::uint32_t w) {
+  const std::uint32_t sign = w & 0x88888888u;
+  uint2 e;
+  asm("lop3.b32 %0, %1, %2, 0x1c1c1c1c, 0xe4;" : "=r"(e.x) : "r"(w << 2), "r"(sign << 4));
+  asm("lop3.b32 %0, %1, %2, 0x1c1c1c1c, 0xe4;" : "=r"(e.y) : "r"(w >> 2), "r"(sign));
+  return e;
+}
+
+// The A fragments of one stage, K-permuted: a[s][h] / a[s][2 + h] = the low / high nibbles of the
+// thread's word of row r_lo + 8h, step s. Two ldmatrix.x4: matrix j of load p is (row half j % 2, step
+// 2p + j / 2); lane l gives row l % 8 of matrix l / 8 (`at`: its shared address for load 0).
+template <typename = void>
+__device__ __forceinline__ void rega_fragments_permuted(std::uint32_t (&a)[4][4], std::uint32_t at) {
+#pragma unroll
+  for (int p = 0; p < 2; ++p) {
+    std::uint32_t w[4];
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
+                 : "r"(at + 32 * p)
+                 : "memory");
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint2 e = e2m1x8_to_e4m3x8_scaled(w[j]);
+      a[2 * p + j / 2][j % 2] = e.x;
+      a[2 * p + j / 2][2 + j % 2] = e.y;
+    }
+  }
+}
+
+// acc + part x (weight scale x act scale) for a partial of scaled codes (2^-6 x the true one) and the
+// weight's ue8m0 code: (2^6 x scale) x sx where that is exact (codes <= 248: the same bits as the shift
+// of code + 6 the register-A form takes), else the partial times 2^6 (NaN, 2^122..2^127 stay as they are).
+template <typename = void>
+__device__ __forceinline__ float scaled_fma(float part, std::uint8_t code, float sx, float acc) {
+  return code <= 248 ? fmaf(part, ue8m0_to_f32(code) * 64.0f * sx, acc)
+                     : fmaf(part * 64.0f, ue8m0_to_f32(code) * sx, acc);
+}
+
 // acc += each 32-K partial of stage kt x (ue8m0 weight scale x act block scale), in ascending K (fmaf,
 // as skinny_fp4_wide_kernel does per 32-K step). Rows r_lo and r_lo + 8: one scale word each (byte s =
 // K step s).
-template <int NT, int R>
+template <int NT, bool PK, int R>
 __device__ __forceinline__ void scale_partials(float (&acc)[R], const float (&part)[4][R], const std::uint8_t* ws,
                                                int wstride, int r_lo, int kt, const float* xs) {
   const int lane = threadIdx.x % 32;
@@ -162,7 +222,12 @@ __device__ __forceinline__ void scale_partials(float (&acc)[R], const float (&pa
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const float sx = xs[j * 8 + (lane % 4) * 2 + (e % 2)];
-        acc[4 * j + e] = fmaf(part[s][4 * j + e], sw[e / 2] * sx, acc[4 * j + e]);
+        if constexpr (PK) {  // scaled partials (K-permuted operands): the register-A form's arithmetic
+          const std::uint32_t word = e / 2 != 0 ? sw_hi : sw_lo;
+          acc[4 * j + e] = scaled_fma(part[s][4 * j + e], static_cast<std::uint8_t>(word >> (8 * s)), sx, acc[4 * j + e]);
+        } else {
+          acc[4 * j + e] = fmaf(part[s][4 * j + e], sw[e / 2] * sx, acc[4 * j + e]);
+        }
       }
   }
 }
@@ -203,7 +268,7 @@ __device__ __forceinline__ void finish_cta(const SkinnyGemmArgs& args, const flo
 // Grid: (n / 64, max items, weight sets). Per output element the K order is fixed by K alone: 32-K
 // partials from the tensor core, each scaled by (ue8m0 weight scale x act block scale) in f32 and added
 // in ascending K. This shared-memory form takes items of 32 rows (the register-A form below, <= 16).
-template <int NT>
+template <int NT, bool PK>
 __global__ void __launch_bounds__(kThreads) moe_fp4_wgmma_kernel(SkinnyGemmArgs args) {
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using L = Layout<NT>;
@@ -244,12 +309,23 @@ __global__ void __launch_bounds__(kThreads) moe_fp4_wgmma_kernel(SkinnyGemmArgs 
     const uint4 lo = *reinterpret_cast<const uint4*>(raw), hi = *reinterpret_cast<const uint4*>(raw + 16);
     const std::uint32_t words[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
     std::uint8_t* dst = smem + L::kA + buf * kATile;
+    if constexpr (PK) {  // K step 2h + i: its low nibbles (scaled e4m3) in chunk 4h + 2i, high in + 1
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const std::uint32_t w0 = words[2 * i], w1 = words[2 * i + 1];
-      *reinterpret_cast<uint4*>(dst + wg::swizzled(r, h * 4 + i)) =
-          make_uint4(e2m1x4_to_e4m3x4(w0 & 0xffffu), e2m1x4_to_e4m3x4(w0 >> 16), e2m1x4_to_e4m3x4(w1 & 0xffffu),
-                     e2m1x4_to_e4m3x4(w1 >> 16));
+      for (int i = 0; i < 2; ++i) {
+        uint2 e[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) e[j] = e2m1x8_to_e4m3x8_scaled(words[4 * i + j]);
+        *reinterpret_cast<uint4*>(dst + wg::swizzled(r, h * 4 + 2 * i)) = make_uint4(e[0].x, e[1].x, e[2].x, e[3].x);
+        *reinterpret_cast<uint4*>(dst + wg::swizzled(r, h * 4 + 2 * i + 1)) = make_uint4(e[0].y, e[1].y, e[2].y, e[3].y);
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const std::uint32_t w0 = words[2 * i], w1 = words[2 * i + 1];
+        *reinterpret_cast<uint4*>(dst + wg::swizzled(r, h * 4 + i)) =
+            make_uint4(e2m1x4_to_e4m3x4(w0 & 0xffffu), e2m1x4_to_e4m3x4(w0 >> 16), e2m1x4_to_e4m3x4(w1 & 0xffffu),
+                       e2m1x4_to_e4m3x4(w1 >> 16));
+      }
     }
   };
 
@@ -294,7 +370,7 @@ __global__ void __launch_bounds__(kThreads) moe_fp4_wgmma_kernel(SkinnyGemmArgs 
     }
     wg::wgmma_wait_all();
     for (auto& p : part) wg::fence_operands(p);
-    scale_partials<NT>(acc, part, smem + L::kWs, t.wstride, t.r_lo, kt,
+    scale_partials<NT, PK>(acc, part, smem + L::kWs, t.wstride, t.r_lo, kt,
                        reinterpret_cast<const float*>(smem + L::kXs + (kt % kStages) * NT * 4));
     wg::fence_proxy_async();  // this thread's cp.async and widened rows, for the next wgmma
     __syncthreads();
@@ -314,15 +390,16 @@ __global__ void __launch_bounds__(kThreads) moe_fp4_wgmma_kernel(SkinnyGemmArgs 
 // ascending-K sum as the kernel above: bit-identical outputs.
 //
 // Written for few instructions per weight byte (session 6: the first version issued ~600 SASS
-// instructions per 128-K stage, issue-bound at ~2 TB/s; this one ~240 for items of 8, ~270 for 16):
+// instructions per 128-K stage, issue-bound at ~2 TB/s; this one ~240 for items of 8, ~270 for 16;
+// K-permuted, session 7: 187 / 220):
 // each thread's copies are fixed for the CTA (addresses computed once, no loops), a stage's B tile,
 // weight rows and act scales share one ring slot (one rolling offset), the weight scales convert by a
 // shift (exact for every code a quantiser writes; a CTA whose table holds code 0 or 255 converts them
 // as ue8m0_to_f32 does), and the wgmma descriptors are one add from the slot offset.
 
 // Weight rows of a stage padded to 80 bytes: the 8 rows x 2 words a warp's 32-bit reads touch fall in
-// 16 distinct banks (64-byte rows would put rows r and r + 2 in the same ones). The pads hold the
-// stage's act scales.
+// 16 distinct banks (64-byte rows would put rows r and r + 2 in the same ones), as do the 8 rows x 16
+// bytes of an ldmatrix (K-permuted). The pads hold the stage's act scales.
 constexpr int kRegaRow = kRawRow + 16;
 
 // One ring slot: the B tile (1024-aligned: the slot size is a multiple of 1024), then the 64 padded fp4
@@ -432,29 +509,42 @@ __device__ __forceinline__ float ue8m0_byte(std::uint32_t word) {
   }
 }
 
-// Whether the CTA's weight-scale table holds a code 0 or 255 (then the CTA scales with ue8m0_to_f32):
-// a byte is one of them iff its 8 bits are equal, i.e. b ^ (b >> 1) has no bit in 0..6.
-template <typename = void>
-__device__ __forceinline__ bool special_scale_codes(const std::uint8_t* ws, int wstride, int ktiles) {
-  const std::uint8_t* row = ws + (threadIdx.x / 2) * wstride;
-  std::uint32_t all = 0x80808080u;
+// Whether the CTA's weight-scale table holds a code the shift cannot convert (then the CTA scales as
+// ue8m0_to_f32 does). Unpermuted: codes 0 and 255 (a byte is one of them iff its 8 bits are equal, i.e.
+// b ^ (b >> 1) has no bit in 0..6). K-permuted (PK): codes >= 249, whose code + 6 leaves the exponent
+// range (b >= 249 iff bit 7 is set and b's low 7 bits + 7 carry into bit 7); otherwise every thread then
+// adds 6 to the codes it read (no byte carries), so the shift gives 2^6 x the scale.
+template <bool PK>
+__device__ __forceinline__ bool special_scale_codes(std::uint8_t* ws, int wstride, int ktiles) {
+  std::uint8_t* row = ws + (threadIdx.x / 2) * wstride;
+  std::uint32_t any = 0;
   for (int c = threadIdx.x % 2; c < ktiles; c += 2) {  // 64 rows, two threads a row
     const std::uint32_t w = *reinterpret_cast<const std::uint32_t*>(row + 4 * c);
-    all &= ((w ^ (w >> 1)) & 0x7f7f7f7fu) + 0x7f7f7f7fu;  // bit 7 of a byte: some bit pair differs
+    if constexpr (PK) {
+      any |= w & ((w & 0x7f7f7f7fu) + 0x07070707u);
+    } else {
+      any |= ~(((w ^ (w >> 1)) & 0x7f7f7f7fu) + 0x7f7f7f7fu);  // bit 7 of a byte: all its bits equal
+    }
   }
-  return __syncthreads_or((all & 0x80808080u) != 0x80808080u) != 0;
+  const bool special = __syncthreads_or((any & 0x80808080u) != 0) != 0;
+  if (PK && !special) {
+    for (int c = threadIdx.x % 2; c < ktiles; c += 2) *reinterpret_cast<std::uint32_t*>(row + 4 * c) += 0x06060606u;
+    __syncthreads();  // (a one-stage CTA scales right after its first stage, with no barrier between)
+  }
+  return special;
 }
 
 // acc += each 32-K partial of a stage x (weight scale x act scale), in ascending K: scale_partials'
 // fmaf order and operands. sw_lo / sw_hi: the stage's scale words of rows r_lo / r_lo + 8 (byte s = K
-// step s); sx[b][j]: the act scales of block b for columns 8j + 2q, + 1.
-template <int NT, int KB, bool EXACT, int R>
+// step s); sx[b][j]: the act scales of block b for columns 8j + 2q, + 1. MODE 0: scales by the shift
+// (codes + 6 for K-permuted partials); 1: ue8m0_to_f32; 2: scaled_fma (K-permuted, special codes).
+template <int NT, int KB, int MODE, int R>
 __device__ __forceinline__ void rega_scale(float (&acc)[R], const float (&part)[4][R], std::uint32_t sw_lo,
                                            std::uint32_t sw_hi, const float2 (&sx)[KB][NT / 8]) {
-  const float sw[4][2] = {{ue8m0_byte<EXACT, 0>(sw_lo), ue8m0_byte<EXACT, 0>(sw_hi)},
-                          {ue8m0_byte<EXACT, 1>(sw_lo), ue8m0_byte<EXACT, 1>(sw_hi)},
-                          {ue8m0_byte<EXACT, 2>(sw_lo), ue8m0_byte<EXACT, 2>(sw_hi)},
-                          {ue8m0_byte<EXACT, 3>(sw_lo), ue8m0_byte<EXACT, 3>(sw_hi)}};
+  const float sw[4][2] = {{ue8m0_byte<MODE != 0, 0>(sw_lo), ue8m0_byte<MODE != 0, 0>(sw_hi)},
+                          {ue8m0_byte<MODE != 0, 1>(sw_lo), ue8m0_byte<MODE != 0, 1>(sw_hi)},
+                          {ue8m0_byte<MODE != 0, 2>(sw_lo), ue8m0_byte<MODE != 0, 2>(sw_hi)},
+                          {ue8m0_byte<MODE != 0, 3>(sw_lo), ue8m0_byte<MODE != 0, 3>(sw_hi)}};
 #pragma unroll
   for (int s = 0; s < 4; ++s)
 #pragma unroll
@@ -462,7 +552,13 @@ __device__ __forceinline__ void rega_scale(float (&acc)[R], const float (&part)[
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const float2 x = sx[KB == 1 ? 0 : s][j];
-        acc[4 * j + e] = fmaf(part[s][4 * j + e], sw[s][e / 2] * (e % 2 != 0 ? x.y : x.x), acc[4 * j + e]);
+        const float xe = e % 2 != 0 ? x.y : x.x;
+        if constexpr (MODE == 2) {
+          const std::uint32_t word = e / 2 != 0 ? sw_hi : sw_lo;
+          acc[4 * j + e] = scaled_fma(part[s][4 * j + e], static_cast<std::uint8_t>(word >> (8 * s)), xe, acc[4 * j + e]);
+        } else {
+          acc[4 * j + e] = fmaf(part[s][4 * j + e], sw[s][e / 2] * xe, acc[4 * j + e]);
+        }
       }
 }
 
@@ -491,7 +587,7 @@ __device__ __forceinline__ void wgmma_e4m3_rs_fresh(float (&d)[8], const std::ui
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
 }
 
-template <int NT, int S, int MINB, int KB = 1>
+template <int NT, int S, int MINB, int KB, bool PK>
 __global__ void __launch_bounds__(kThreads, MINB) moe_fp4_wgmma_rega_kernel(SkinnyGemmArgs args) {
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
   static_assert(S >= 3, "two stages ahead of the one being multiplied");
@@ -503,7 +599,7 @@ __global__ void __launch_bounds__(kThreads, MINB) moe_fp4_wgmma_rega_kernel(Skin
   std::uint8_t* smem = align1024(smem_in);
   const CtaTile t = begin_tile<NT>(args, rows_s, smem + L::kWs);
   // (k >> 40 is 0, but not to the compiler: see tbl below)
-  if (threadIdx.x == 0) table_s = 0x3c383000u | static_cast<std::uint32_t>(args.k >> 40);
+  if (!PK && threadIdx.x == 0) table_s = 0x3c383000u | static_cast<std::uint32_t>(args.k >> 40);
   __syncthreads();
   const int lane = threadIdx.x % 32, q = lane % 4, ktiles = t.ktiles;
   const std::uint32_t smem_addr = smem_u32(smem);
@@ -518,14 +614,17 @@ __global__ void __launch_bounds__(kThreads, MINB) moe_fp4_wgmma_rega_kernel(Skin
   for (int s = 0; s < S - 2; ++s) cp_async_commit_group();
 
   constexpr int R = NT / 2;
-  const std::uint32_t sel = (lane & 1) != 0 ? 0x7632u : 0x5410u;  // q odd: the upper byte pair of each word
+  [[maybe_unused]] const std::uint32_t sel = (lane & 1) != 0 ? 0x7632u : 0x5410u;  // q odd: the upper byte pair of each word
   // e4m3 magnitudes of e2m1 codes 0..3 in one register, read back from shared memory: as a known
   // constant ptxas copies it from a uniform register before each of its 16 uses a stage.
-  const std::uint32_t tbl = table_s;
-  // Per-thread offsets within a slot: its fragment words, its act scale pairs (tokens 2q, 2q + 1 of
-  // column group j, act block b at pad row (b x NT + 8j) / 4 + q / 2).
-  const std::uint32_t frag_at = L::kBTile + t.r_lo * kRegaRow + 4 * (q / 2);
-  const std::uint32_t xs_at = L::xs_at(2 * q);
+  [[maybe_unused]] const std::uint32_t tbl = PK ? 0u : table_s;
+  // Per-thread offsets within a slot: its fragment words (K-permuted: its ldmatrix row, row 8 (lane / 8
+  // % 2) + lane % 8 of its warp's 16, step lane / 16), its act scale pairs (tokens 2q, 2q + 1 of column
+  // group j, act block b at pad row (b x NT + 8j) / 4 + q / 2).
+  std::uint32_t frag_at =
+      PK ? L::kBTile + (16 * (threadIdx.x / 32) + 8 * (lane / 8 % 2) + lane % 8) * kRegaRow + 16 * (lane / 16)
+         : L::kBTile + t.r_lo * kRegaRow + 4 * (q / 2);
+  std::uint32_t xs_at = L::xs_at(2 * q);
   const std::uint32_t ws_at = L::kWs + t.r_lo * t.wstride, ws_hi = 8 * t.wstride;  // row r_lo's scales, + 8 rows
   const std::uint32_t desc_lo = static_cast<std::uint32_t>(wg::smem_desc(smem_addr));
   bool special = false;
@@ -553,9 +652,9 @@ __global__ void __launch_bounds__(kThreads, MINB) moe_fp4_wgmma_rega_kernel(Skin
     const std::uint32_t sw_lo = *reinterpret_cast<const std::uint32_t*>(ws);
     const std::uint32_t sw_hi = *reinterpret_cast<const std::uint32_t*>(ws + ws_hi);
     if (special) {
-      rega_scale<NT, KB, true>(acc, part, sw_lo, sw_hi, sx);
+      rega_scale<NT, KB, PK ? 2 : 1>(acc, part, sw_lo, sw_hi, sx);
     } else {
-      rega_scale<NT, KB, false>(acc, part, sw_lo, sw_hi, sx);
+      rega_scale<NT, KB, 0>(acc, part, sw_lo, sw_hi, sx);
     }
   };
   // One stage: refill the free slot, scale stage kt - 1 (`first`: none), convert stage kt's fragments
@@ -566,11 +665,18 @@ __global__ void __launch_bounds__(kThreads, MINB) moe_fp4_wgmma_rega_kernel(Skin
     cp_async_wait_group<S - 3>();
     wg::fence_proxy_async();  // this thread's copies of stage kt, for the wgmma's B reads
     __syncthreads();          // everyone's; everyone is past stage kt - 1's reads and kt - 2's wgmma
-    if constexpr (decltype(first)::value) special = special_scale_codes(smem + L::kWs, t.wstride, ktiles);
+    if constexpr (decltype(first)::value) special = special_scale_codes<PK>(smem + L::kWs, t.wstride, ktiles);
     if (kt + S - 2 < ktiles) copies.issue(smem_addr + prev2, kt + S - 2);
     cp_async_commit_group();
+    // (K-permuted: the two offsets kept in registers; else ptxas recomputes them from threadIdx each
+    // stage, 13 instructions)
+    if constexpr (PK) asm volatile("" : "+r"(frag_at), "+r"(xs_at));
     if constexpr (!decltype(first)::value) scale(kt - 1);
-    rega_fragments(a, smem + cur + frag_at, sel, tbl);
+    if constexpr (PK) {
+      rega_fragments_permuted(a, smem_addr + cur + frag_at);
+    } else {
+      rega_fragments(a, smem + cur + frag_at, sel, tbl);
+    }
     wg::wgmma_fence();
     const std::uint32_t d = desc_lo + (cur >> 4);
 #pragma unroll
@@ -599,22 +705,52 @@ void launch_kernel(Kernel kernel, int smem, const SkinnyGemmArgs& args, int grid
   kernel<<<grid, kThreads, static_cast<std::size_t>(smem), stream>>>(args);
 }
 
-// Items of <= 16 rows: the register-A form (5 stages; 5 CTAs per SM for 8-row items, 4 for 16: their
-// shared memory, 40 / 45 KB at K 4096, allows no more), act block 128 or 32 (V4.1); items of 32 rows: the
-// shared-memory form.
-template <int NT>
-void launch_config(const SkinnyGemmArgs& args, int grid_y, int grid_z, cudaStream_t stream) {
-  if constexpr (NT <= 16) {
-    constexpr int kMinBlocks = NT == 8 ? 5 : 4;
-    if (args.act_block == 32) {
-      launch_kernel(moe_fp4_wgmma_rega_kernel<NT, 5, kMinBlocks, 4>, RegaLayout<NT, 5>::bytes(args.k), args, grid_y,
-                    grid_z, stream);
-    } else {
-      launch_kernel(moe_fp4_wgmma_rega_kernel<NT, 5, kMinBlocks, 1>, RegaLayout<NT, 5>::bytes(args.k), args, grid_y,
-                    grid_z, stream);
-    }
+// Items of <= 16 rows: the register-A form, act block 128 or 32 (V4.1); items of 32 rows: the
+// shared-memory form. 5 stages: 5 CTAs per SM for 8-row items, 4 for 16 (their shared memory, 40 / 45
+// KB at K 4096, allows no more). A small grid (V4-Flash at one token: 384 live CTAs of 448 launched,
+// 32 or 16 stages each, one partial wave) is bound by each CTA's bytes in flight, not by the SM's
+// issue slots: 8-row items there keep 10 stages (8 ahead, 32 KB) at 3 CTAs an SM. The launch's grid
+// over-counts the live CTAs (max items has slack for items split at group boundaries), hence the
+// bound of 4 launched CTAs an SM (7 stages at 4 CTAs an SM measured slower than either).
+constexpr int kDeepStages = 10;
+constexpr int kDeepCtasPerSm = 3;
+constexpr int kDeepMaxLaunchedPerSm = 4;
+
+template <int NT, int S, int MINB, bool PK>
+void launch_rega(const SkinnyGemmArgs& args, int grid_y, int grid_z, cudaStream_t stream) {
+  if (args.act_block == 32) {
+    launch_kernel(moe_fp4_wgmma_rega_kernel<NT, S, MINB, 4, PK>, RegaLayout<NT, S>::bytes(args.k), args, grid_y,
+                  grid_z, stream);
   } else {
-    launch_kernel(moe_fp4_wgmma_kernel<NT>, Layout<NT>::bytes(args.k), args, grid_y, grid_z, stream);
+    launch_kernel(moe_fp4_wgmma_rega_kernel<NT, S, MINB, 1, PK>, RegaLayout<NT, S>::bytes(args.k), args, grid_y,
+                  grid_z, stream);
+  }
+}
+
+template <int NT, bool PK>
+void launch_config(const SkinnyGemmArgs& args, int grid_y, int grid_z, int stages, int sm_count,
+                   cudaStream_t stream) {
+  if constexpr (NT == 8) {
+    const std::int64_t ctas = args.n / kRows * grid_y * grid_z;
+    if (stages == kDeepStages || (stages == 0 && ctas <= static_cast<std::int64_t>(kDeepMaxLaunchedPerSm) * sm_count)) {
+      launch_rega<NT, kDeepStages, kDeepCtasPerSm, PK>(args, grid_y, grid_z, stream);
+    } else {
+      launch_rega<NT, 5, 5, PK>(args, grid_y, grid_z, stream);
+    }
+  } else if constexpr (NT == 16) {
+    launch_rega<NT, 5, 4, PK>(args, grid_y, grid_z, stream);
+  } else {
+    launch_kernel(moe_fp4_wgmma_kernel<NT, PK>, Layout<NT>::bytes(args.k), args, grid_y, grid_z, stream);
+  }
+}
+
+template <int NT>
+void launch_rows(const SkinnyGemmArgs& args, int grid_y, int grid_z, int stages, bool k_permuted, int sm_count,
+                 cudaStream_t stream) {
+  if (k_permuted) {
+    launch_config<NT, true>(args, grid_y, grid_z, stages, sm_count, stream);
+  } else {
+    launch_config<NT, false>(args, grid_y, grid_z, stages, sm_count, stream);
   }
 }
 
@@ -626,13 +762,14 @@ bool moe_fp4_wgmma_fits(std::int64_t n, std::int64_t k, const DevWeight& w) {
          reinterpret_cast<std::uintptr_t>(w.data) % 16 == 0;
 }
 
-void launch_moe_fp4_wgmma(int group_rows, const SkinnyGemmArgs& args, int grid_y, int grid_z, cudaStream_t stream) {
+void launch_moe_fp4_wgmma(int group_rows, const SkinnyGemmArgs& args, int grid_y, int grid_z, int stages,
+                          bool k_permuted, int sm_count, cudaStream_t stream) {
   if (group_rows <= 8) {
-    launch_config<8>(args, grid_y, grid_z, stream);
+    launch_rows<8>(args, grid_y, grid_z, stages, k_permuted, sm_count, stream);
   } else if (group_rows <= 16) {
-    launch_config<16>(args, grid_y, grid_z, stream);
+    launch_rows<16>(args, grid_y, grid_z, stages, k_permuted, sm_count, stream);
   } else {
-    launch_config<32>(args, grid_y, grid_z, stream);
+    launch_rows<32>(args, grid_y, grid_z, stages, k_permuted, sm_count, stream);
   }
 }
 
