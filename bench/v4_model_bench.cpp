@@ -102,6 +102,29 @@ Tensor random_bf16(const Shape& shape, std::uint64_t seed) {
   return t;
 }
 
+// The fp8 GEMM rate of linear() on a GPU (0 elsewhere): an 8192^3 FP8-block weight with the FP8 act quant
+// per 128 (cuBLASLt's block-scaled FP8 GEMM, the prefill path), act quant included. Under the kernel
+// tracer the GEMM kernel's own rate is in the trace (tools/gpu/prefill_gemm_report.py reads it).
+double measure_fp8_gemm(ops::Backend& be, bool gpu) {
+  if (!gpu) return 0.0;
+  const std::int64_t n = 8192;
+  Tensor codes = Tensor::empty(Shape{n, n}, DType::kF8E4M3);
+  auto* p = static_cast<std::uint8_t*>(codes.raw_data());
+  std::uint64_t seed = 11;
+  for (std::int64_t i = 0; i < codes.numel(); ++i) {
+    seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+    p[i] = static_cast<std::uint8_t>(0x30 | (seed & 0x87));  // ±[0.5, 1): finite, never zero
+  }
+  Tensor scale = Tensor::empty(Shape{n / 128, n / 128}, DType::kUE8M0);
+  std::memset(scale.raw_data(), 120, static_cast<std::size_t>(scale.numel()));  // 2^-7
+  const ops::LinearWeight w{ops::WeightFormat::kFp8Block, be.upload(codes), be.upload(scale), 128};
+  Tensor x = be.upload(random_bf16(Shape{n, n}, 13)), y = be.empty(Shape{n, n}, DType::kBF16);
+  const ops::LinearOptions fp8{128};
+  be.linear(x, w, fp8, y);
+  const double s = seconds([&] { for (int i = 0; i < 5; ++i) be.linear(x, w, fp8, y); }, be) / 5;
+  return 2.0 * static_cast<double>(n * n * n) / s;
+}
+
 // Ceilings of this run: copy bandwidth (bytes read + written) and the bf16 GEMM rate of linear().
 std::pair<double, double> measure_ceilings(ops::Backend& be, bool gpu) {
   const std::int64_t copy_bytes = gpu ? (std::int64_t{1} << 31) : (std::int64_t{1} << 27);
@@ -226,6 +249,7 @@ int main(int argc, char** argv) try {
   const io::ModelConfig c = cap_engram_rows(model::v4::dummy_model_config(full, args.layers), args.engram_rows);
   const WeightSizes ws = weight_sizes(c);
   const auto [bandwidth, flops] = measure_ceilings(be, gpu);
+  const double fp8_flops = measure_fp8_gemm(be, gpu);
   const bool v41 = c.arch == io::ModelArch::kDeepseekV41;
   std::printf("# %s model bench: %s, %d layers, %s backend, reference-qat, dummy FP8/FP4 weights%s (%.3g GB)\n\n",
               v41 ? "V4.1" : "V4", path.string().c_str(), c.num_layers, std::string(be.name()).c_str(),
@@ -241,8 +265,10 @@ int main(int argc, char** argv) try {
                 ws.engram_table_bytes / 1e9, static_cast<long long>(args.engram_rows),
                 static_cast<long long>((c.engram.max_ngram_size - 1) * c.engram.n_heads));
   }
-  std::printf("Ceilings measured in this run: copy %.2f TB/s (read + write), bf16 GEMM %.3g TFLOP/s (linear, %s)\n\n",
+  std::printf("Ceilings measured in this run: copy %.2f TB/s (read + write), bf16 GEMM %.3g TFLOP/s (linear, %s)",
               bandwidth / 1e12, flops / 1e12, gpu ? "8192^3" : "1024^3");
+  if (fp8_flops > 0) std::printf(", fp8 GEMM %.3g TFLOP/s (linear incl. act quant, 8192^3)", fp8_flops / 1e12);
+  std::printf("\n\n");
   std::unique_ptr<SequenceModel> m;
   const double load_s = seconds([&] {
     m = model::v4::load_dummy_model(c, 1, be, model::v4::NumericMode::kReferenceQat);

@@ -9,8 +9,12 @@ family's device time, TFLOP/s and share of the fp8 peak, and all GEMMs together 
 kernels that stage their operands (act quant, weight dequantisation, activation copies) — against the fp8
 peak and against the mix's roofline (each family at its own dtype's peak).
 
+The peaks are the GEMM kernels' own rates in the bench's 8192^3 ceiling launches when the trace holds them
+(v4_model_bench measures bf16 and FP8 through linear() before loading the model), else the --fp8-peak /
+--bf16-peak given, else the H200 ceilings measured earlier (1417 / 784 TFLOP/s).
+
 usage: prefill_gemm_report.py TRACE.csv[.gz] --config CONFIG.json --layers N --tokens T
-       [--fp8-peak 1417] [--bf16-peak 784] [--marker embedding]
+       [--fp8-peak TFLOPS] [--bf16-peak TFLOPS] [--marker embedding]
 """
 import argparse
 import json
@@ -62,6 +66,20 @@ def gemm_flops(config, layers, tokens):
     return {k: 2.0 * v * tokens for k, v in macs.items()}
 
 
+def trace_peaks(rows, marker):
+    """The GEMM kernels' own rates in v4_model_bench's ceiling measurements (8192^3 through linear(), run
+    before the first forward: bf16, then FP8 blocks with act quant), as TFLOP/s: (fp8, bf16), None where
+    the trace has no such launches. The median launch of each."""
+    first = next((i for i, r in enumerate(rows) if r[2] == "k" and marker in r[3]), len(rows))
+    flops = 2.0 * 8192 ** 3
+    rates = {"fp8": [], "bf16": []}
+    for start, end, kind, name in rows[:first]:
+        if kind == "k" and name.startswith("nvjet_sm90") and end > start:
+            rates["fp8" if name.startswith("nvjet_sm90_qq") else "bf16"].append(flops / ((end - start) * 1e3))
+    median = {k: sorted(v)[len(v) // 2] if v else None for k, v in rates.items()}
+    return median["fp8"], median["bf16"]
+
+
 def longest_forward(rows, marker):
     starts = [i for i, r in enumerate(rows) if r[2] == "k" and marker in r[3]]
     if not starts:
@@ -77,13 +95,23 @@ def main():
     ap.add_argument("--config", required=True)
     ap.add_argument("--layers", type=int, required=True)
     ap.add_argument("--tokens", type=int, required=True)
-    ap.add_argument("--fp8-peak", type=float, default=1417.0, help="TFLOP/s (measured on the H200)")
-    ap.add_argument("--bf16-peak", type=float, default=784.0, help="TFLOP/s (measured on the H200)")
+    ap.add_argument("--fp8-peak", type=float, default=None,
+                    help="TFLOP/s (default: the trace's own 8192^3 ceiling launches, else 1417, the H200's measured)")
+    ap.add_argument("--bf16-peak", type=float, default=None,
+                    help="TFLOP/s (default: the trace's own 8192^3 ceiling launches, else 784, the H200's measured)")
     ap.add_argument("--marker", default="embedding")
     args = ap.parse_args()
     with open(args.config) as f:
         config = json.load(f)
-    fwd = longest_forward(read_trace(args.trace), args.marker)
+    rows = read_trace(args.trace)
+    traced_fp8, traced_bf16 = trace_peaks(rows, args.marker)
+    def pick(given, traced, earlier):
+        if given:
+            return given, "given"
+        return (traced, "this trace's ceiling launches") if traced else (earlier, "measured earlier")
+    args.fp8_peak, fp8_source = pick(args.fp8_peak, traced_fp8, 1417.0)
+    args.bf16_peak, bf16_source = pick(args.bf16_peak, traced_bf16, 784.0)
+    fwd = longest_forward(rows, args.marker)
     ns = {family: 0 for family, _ in FAMILIES}
     for start, end, kind, name in fwd:
         family = family_of(name) if kind == "k" else None
@@ -91,7 +119,7 @@ def main():
             ns[family] += end - start
     flops = gemm_flops(config, args.layers, args.tokens)
     print(f"## GEMMs of one {args.tokens}-token prefill, {args.layers} layers "
-          f"(peaks: fp8 {args.fp8_peak:.0f}, bf16 {args.bf16_peak:.0f} TFLOP/s)\n")
+          f"(peaks: fp8 {args.fp8_peak:.0f} TFLOP/s, {fp8_source}; bf16 {args.bf16_peak:.0f}, {bf16_source})\n")
     print("| family | TFLOP | device ms | TFLOP/s | share of fp8 peak | share of its own peak |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for family in ("routed experts", "fp8 dense", "bf16"):
