@@ -1,7 +1,8 @@
 // CUDA parity of the fp8 prefill expert GEMM (moe_prefill_fp8_wgmma.cu): fp4 experts with many rows per
 // expert on e4m3 wgmma against the CPU op and the skinny fp8 path (the same codes and scales), in each of
-// its three scale forms, deterministic, batch-independent, and never taken where it does not fit or in
-// batch-invariant mode.
+// its three scale forms, deterministic, batch-independent, in either operand order (K-permuted or not),
+// and never taken where it does not fit or in batch-invariant mode.
+#include <cstdio>
 #include <cstring>
 
 #include "ops/moe_prefill_util.h"
@@ -42,13 +43,16 @@ PrefillExperts fp8_experts(int n_exp, std::int64_t dim, std::int64_t inter, std:
   return out;
 }
 
-// min_rows 0: the skinny fp8 path at every size; fp8: the fp8 prefill GEMM from min_rows rows per expert.
-std::unique_ptr<Backend> fp8_backend(int min_rows, bool fp8, bool invariant = false, int form = 1) {
+// min_rows 0: the skinny fp8 path at every size; fp8: the fp8 prefill GEMM from min_rows rows per expert
+// (its kernel form and operand order: CudaBackendOptions::moe_prefill_fp8_form / _permuted).
+std::unique_ptr<Backend> fp8_backend(int min_rows, bool fp8, bool invariant = false, int form = 1,
+                                     bool permuted = CudaBackendOptions{}.moe_prefill_fp8_permuted) {
   CudaBackendOptions o;
   o.moe_prefill_min_rows = min_rows;
   o.moe_prefill_fp8 = fp8;
   o.batch_invariant = invariant;
   o.moe_prefill_fp8_form = form;
+  o.moe_prefill_fp8_permuted = permuted;
   return make_cuda_backend(o);
 }
 
@@ -86,7 +90,7 @@ TEST(CudaParity, MoePrefillFp8GemmMatchesCpuAndTheSkinnyPathInEveryScaleForm) {
 }
 
 // A row's output does not depend on the other tokens of the step: the last token alone gives the bits it
-// had inside a 600-token prefill, in every scale form.
+// had inside a 600-token prefill, in every scale form and either operand order.
 TEST(CudaParity, MoePrefillFp8GemmGivesATokenTheSameBitsAloneAndInABatch) {
   DEEPINFER_REQUIRE_GPU();
   const int n_exp = 6, k = 6;
@@ -94,28 +98,45 @@ TEST(CudaParity, MoePrefillFp8GemmGivesATokenTheSameBitsAloneAndInABatch) {
   const PrefillExperts ex = fp8_experts(n_exp, dim, inter, 700, {Spread::kNone, Spread::kStage, Spread::kBlock});
   const PrefillStep in = prefill_step(600, dim, k, n_exp, 3, 701);
   const MoeOptions options{10.0f, 128, DType::kBF16};
-  auto b = fp8_backend(1, true);
-  const std::vector<float> all = values(run_fp8_experts(*b, in, ex, options));
-  expect_bits_equal(values(run_fp8_experts(*b, in.narrow_last(), ex, options)), {all.end() - dim, all.end()});
+  for (const bool permuted : {true, false}) {
+    SCOPED_TRACE(testing::Message() << "K-permuted " << permuted);
+    auto b = fp8_backend(1, true, false, 1, permuted);
+    const std::vector<float> all = values(run_fp8_experts(*b, in, ex, options));
+    expect_bits_equal(values(run_fp8_experts(*b, in.narrow_last(), ex, options)), {all.end() - dim, all.end()});
+  }
 }
 
 // The kernel forms give the same bits in every scale form, for items of both token halves (T = 300:
 // experts of ~200 rows, a full item and a partial one; 1000: several items): 0 = the session-6 loop, 1 =
-// the overlapped one (two fragment sets, the scale scan on every thread).
+// the overlapped one (two fragment sets, the scale scan on every thread), within each operand order.
+// K-permuted and unpermuted operands multiply the same products into the same 32-K partials, summed in
+// another order inside the tensor core: both within the CPU bound, and of each other as close as the
+// skinny path is (printed: whether the bits agree; on the H200 they did at both sizes, 2026-11-30).
 TEST(CudaParity, MoePrefillFp8GemmFormsGiveTheSameBits) {
   DEEPINFER_REQUIRE_GPU();
   const int n_exp = 6, k = 4;
   const std::int64_t dim = 1024, inter = 512;
   const PrefillExperts ex = fp8_experts(n_exp, dim, inter, 500, {Spread::kNone, Spread::kStage, Spread::kBlock});
   const MoeOptions options{10.0f, 128, DType::kBF16};
-  auto form0 = fp8_backend(1, true, false, 0);
-  auto form1 = fp8_backend(1, true, false, 1);
   for (std::int64_t t : {300, 1000}) {
-    SCOPED_TRACE(testing::Message() << "T=" << t);
     const PrefillStep in = prefill_step(t, dim, k, n_exp, 2, 501);
-    const Tensor got = run_fp8_experts(*form1, in, ex, options);
-    EXPECT_TRUE(fp8_same_bits(got, run_fp8_experts(*form0, in, ex, options)));
-    EXPECT_LE(rel_error(got, cpu_prefill_experts(in, ex, options)), kTolBf16);
+    const Tensor want = cpu_prefill_experts(in, ex, options);
+    Tensor by_order[2];
+    for (const bool permuted : {true, false}) {
+      SCOPED_TRACE(testing::Message() << "T=" << t << ", K-permuted " << permuted);
+      auto form0 = fp8_backend(1, true, false, 0, permuted);
+      auto form1 = fp8_backend(1, true, false, 1, permuted);
+      const Tensor got = run_fp8_experts(*form1, in, ex, options);
+      EXPECT_TRUE(fp8_same_bits(got, run_fp8_experts(*form0, in, ex, options)));
+      EXPECT_LE(rel_error(got, want), kTolBf16);
+      by_order[permuted ? 0 : 1] = got;
+    }
+    SCOPED_TRACE(testing::Message() << "T=" << t);
+    const double apart = rel_error(by_order[0], by_order[1]);
+    EXPECT_LE(apart, kTolBf16 / 2) << "K-permuted vs unpermuted";
+    std::printf("moe_prefill_fp8 T=%lld: K-permuted %.3e / unpermuted %.3e vs CPU, %.3e apart, bits %s\n",
+                static_cast<long long>(t), rel_error(by_order[0], want), rel_error(by_order[1], want), apart,
+                fp8_same_bits(by_order[0], by_order[1]) ? "equal" : "differ");
   }
 }
 

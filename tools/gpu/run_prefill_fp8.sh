@@ -3,8 +3,9 @@
 # ops_cuda_parity_test and v4_model_bench, runs the MoE parity tests (the fp8 and bf16 prefill GEMMs, the
 # skinny decode paths it shares the pipeline with), the 4-layer V4-Flash prefill bench with the fp8 GEMM
 # off and on (and with each --ab option set), a CUPTI trace of each 8K prompt (the GEMM's own time:
-# tools/gpu/prefill_trace_report.py), Nsight Compute's sections for the GEMM's two launches of one 8K
-# layer (--ncu: application replay, stall reasons per SASS line in ncu_source_*.csv.gz) and
+# tools/gpu/prefill_trace_report.py; the GEMM families against the peaks: prefill_gemm_report.py), Nsight
+# Compute's sections for the GEMM's two launches of one 8K layer (--ncu: application replay, stall
+# reasons per SASS line in ncu_source_*.csv.gz) and
 # compute-sanitizer memcheck over the fp8 parity tests (every scale form, both token halves). Logs in $OUT.
 # usage (repo root, .deps carried): bash tools/gpu/run_prefill_fp8.sh [--no-trace] [--no-memcheck]
 #   [--no-parity] [--no-bf16] [--ncu COLUMN] [--ab NAME=VALUE[,NAME=VALUE]]...  (each --ab: another column, its
@@ -69,6 +70,8 @@ if [ "$trace" = 1 ] && bash tools/gpu/build_kernel_trace.sh "$out/trace_build.lo
     timeout 120 env KERNEL_TRACE_OUT="/tmp/trace_${labels[$i]}.csv" LD_PRELOAD=/tmp/kernel_trace.so \
       "${bench[@]}" --prefill 8192 --batches 1 --contexts 16 --steps 1 ${flags[$i]} >/dev/null 2>&1
     python3 tools/gpu/prefill_trace_report.py "/tmp/trace_${labels[$i]}.csv" --top 8 2>&1
+    python3 tools/gpu/prefill_gemm_report.py "/tmp/trace_${labels[$i]}.csv" \
+      --config tests/io/fixtures/v4_flash.release.json --layers 4 --tokens 8192 2>&1
     gzip -f "/tmp/trace_${labels[$i]}.csv"
   done
   tar -C /tmp -cf "$out/traces.tar" $(cd /tmp && ls trace_*.csv.gz)

@@ -391,9 +391,10 @@ void CudaBackend::moe_experts_skinny(const DevRows& x, const std::int32_t* ids, 
   place.bind(base);
 
   place.sort(ids, wts, pairs, k, n_exp, group, err_, stream_);
-  // The wgmma kernel's operands K-permuted inside each 32-K block: its act codes are written so (they
-  // reach no other kernel: both GEMMs of this call take the same path).
-  const bool k_permuted = wgmma && options_.moe_fp4_wgmma_permuted;
+  // The wgmma kernel's (or the fp8 prefill GEMM's) operands K-permuted inside each 32-K block: its act
+  // codes are written so (they reach no other kernel: both GEMMs of this call take the same path).
+  const bool k_permuted = (wgmma && options_.moe_fp4_wgmma_permuted) ||
+                          (prefill_fp8 && options_.moe_prefill_fp8_permuted);
   launch_act_quant_codes(x, act, base + xq_off, ld1, xs, t_count, stream_, k_permuted);
   DI_CUDA_CHECK_LAUNCH("moe_experts (sort, act quant)");
 
@@ -420,7 +421,7 @@ void CudaBackend::moe_experts_skinny(const DevRows& x, const std::int32_t* ids, 
   // One grouped GEMM over the placed rows (weight sets 2 = w1 and w3, 1 = w2) on the chosen kernel.
   const auto grouped_gemm = [&](const SkinnyGemmArgs& args, int sets, bool wide_loads) {
     if (prefill_fp8) {
-      launch_moe_prefill_fp8(args, grid_y, sets, options_.moe_prefill_fp8_form, stream_);
+      launch_moe_prefill_fp8(args, grid_y, sets, options_.moe_prefill_fp8_form, k_permuted, stream_);
     } else if (wgmma) {
       launch_moe_fp4_wgmma(group, args, grid_y, sets, options_.moe_fp4_wgmma_stages, k_permuted, sm_count_, stream_);
     } else if (wide_loads) {

@@ -107,6 +107,11 @@ struct CudaBackendOptions {
   // previous stage's wgmmas run (two fragment sets) and the tile's scale scan on every thread (8K prompt,
   // 4 layers, H200: 29.72 -> 28.22 ms; docs/PERFORMANCE_CUDA_OPS.md); 0 = the session-6 kernel.
   int moe_prefill_fp8_form = 1;
+  // That GEMM's operands K-permuted inside each 32-K block (moe_fp4_wgmma_permuted's order: act and
+  // SwiGLU codes written so, fp4 read as stored): its fp4 fragments are ldmatrix words, and its shift
+  // tables and act scales one load each, 286 instead of 341 SASS instructions a 128-K stage. Off: the
+  // unpermuted operands (bits differ within the tensor core's 32-K sums; docs/PERFORMANCE_CUDA_OPS.md).
+  bool moe_prefill_fp8_permuted = true;
   // Steps of at least this many tokens (0 = never) with bf16 q and keys score the lightning indexer on
   // tensor cores (indexer_mma_kernels.cu); fewer, or batch-invariant mode: the SIMT kernel.
   int indexer_mma_min_tokens = 32;

@@ -1,6 +1,8 @@
 // The routed experts' prefill GEMM on Hopper's fp8 warpgroup MMA (sm_90a wgmma e4m3, twice the bf16
 // rate): act-quant e4m3 activations (block-128 scales) times fp4 weights widened exactly to e4m3 in
 // registers, for items of up to 128 placed rows (the prefill sort's) and 128 weight rows per CTA.
+// By default (PK) both operands are K-permuted inside each 32-K block as moe_fp4_wgmma.cu's are (act and
+// SwiGLU codes written so): ldmatrix fp4 fragments (CudaBackendOptions::moe_prefill_fp8_permuted).
 #include <cuda_fp8.h>
 
 #include <type_traits>
@@ -70,6 +72,17 @@ __device__ __forceinline__ uint2 e2m1x8_shifted(std::uint32_t w, uint2 table) {
   return make_uint2((sg0 & 0x80808080u) | mag0, (sg1 & 0x80808080u) | mag1);
 }
 
+// The same conversion for a K-permuted word (moe_fp4_wgmma.cu's operand order: byte b holds elements
+// 2b and 2b + 1 of the thread's 8, which the wgmma's K positions 4q .. 4q + 3 and 16 + 4q .. take): .x =
+// the low nibbles' codes, .y = the high nibbles'. The table lookups in nibble order, then bytes 0, 2 / 1, 3
+// of each half gathered; the signs from bits 3 / 7 of each byte (9 instructions, as e2m1x8_shifted).
+__device__ __forceinline__ uint2 e2m1x8_shifted_permuted(std::uint32_t w, uint2 table) {
+  const std::uint32_t m = w & 0x77777777u;
+  const std::uint32_t mag0 = __byte_perm(table.x, table.y, m), mag1 = __byte_perm(table.x, table.y, m >> 16);
+  const std::uint32_t lo = __byte_perm(mag0, mag1, 0x6420u), hi = __byte_perm(mag0, mag1, 0x7531u);
+  return make_uint2(((w << 4) & 0x80808080u) | lo, (w & 0x80808080u) | hi);
+}
+
 // Table d + 8 (d = -8 .. 6): every e2m1 magnitude {0, .5, 1, 1.5, 2, 3, 4, 6} x 2^d is an e4m3 value
 // (subnormal down to 2^-9, at most 384 < 448), so the conversion is exact.
 __device__ __forceinline__ void build_shift_tables(std::uint8_t* tab) {
@@ -86,7 +99,16 @@ struct Tile {
   const std::uint8_t* ws;       // the tile's ue8m0 scales in shared memory (rows of wstride bytes)
   std::int64_t row0, n0;
   int mrows, ktiles, wstride;
+  std::uint32_t ldsm_at;  // K-permuted: this thread's ldmatrix row address within a stage's fp4 tile
 };
+
+// Where token c's act scale sits among a stage's 128 in the K-permuted kernels: token 64H + 8j + 2q + e
+// at 64H + 16 (j / 2) + 4q + 2 (j % 2) + e, so a thread's scales of columns j = 2i, 2i + 1 are one
+// 16-byte load (promote; a warp's four distinct ones in distinct banks) instead of two 8-byte ones.
+__device__ __forceinline__ std::uint32_t xs_slot(int c) {
+  const int j = c % 64 / 8, q = c % 8 / 2;
+  return static_cast<std::uint32_t>(c / 64 * 64 + 16 * (j / 2) + 4 * q + 2 * (j % 2) + c % 2);
+}
 
 // This thread's copies, fixed for the CTA (a stage adds its K offset): B chunks i = 0..3 (token row
 // tid / 8 + 32 i, 16-byte chunk tid % 8; absent rows read as zeros from args.x), fp4 chunks i = 0..1
@@ -97,6 +119,7 @@ struct Copies {
   const std::uint8_t* w;  // fp4 chunk 0 at stage 0 (chunk 1: 64 rows further)
   std::int64_t w_rows64;  // bytes of 64 weight rows
   const float* xs;        // null: no act scale to copy
+  std::uint32_t xs_at;    // K-permuted kernels: its byte offset in a slot's act scales (xs_slot)
   std::uint32_t b_off, raw_off;  // chunk 0's offsets in a stage's B tile and fp4 tile
 };
 
@@ -117,12 +140,14 @@ __device__ __forceinline__ Copies thread_copies(const SkinnyGemmArgs& args, cons
   c.raw_off = static_cast<std::uint32_t>((tid / 4) * kRawRow + (tid % 4) * 16);
   const std::int32_t src = tid < kTokens ? rows_s[tid] : -1;
   c.xs = src >= 0 ? args.xs + src : nullptr;
+  c.xs_at = 4 * xs_slot(tid);
   return c;
 }
 
 // One stage's copies into ring slot kt % kStages: 128 tokens x 128 e4m3 (swizzled; rows past the item
 // zero-filled), 128 fp4 weight rows of 64 bytes and the act scales (block 128: one per token; absent
 // rows' scales were zeroed in every slot at the start).
+template <bool PK>
 __device__ __forceinline__ void load_stage(const SkinnyGemmArgs& args, const Copies& c, std::uint8_t* smem, int kt) {
   const int slot = kt % kStages;
   const std::uint32_t b = smem_u32(smem + Smem::kB + slot * kBTile) + c.b_off;
@@ -138,7 +163,7 @@ __device__ __forceinline__ void load_stage(const SkinnyGemmArgs& args, const Cop
                  : "memory");
   if (c.xs != nullptr)
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(
-                     smem_u32(smem + Smem::kXs + slot * kTokens * 4 + threadIdx.x * 4)),
+                     smem_u32(smem + Smem::kXs + slot * kTokens * 4 + (PK ? c.xs_at : threadIdx.x * 4))),
                  "l"(c.xs + static_cast<std::int64_t>(kt) * args.xs_ld)
                  : "memory");
 }
@@ -227,39 +252,76 @@ __device__ __forceinline__ int tile_mode_rows(const std::uint8_t* ws, const Tile
 // This thread's weight rows of a stage: the A fragments of its 4 K steps (rows r_lo and r_lo + 8 of its
 // warp's 16, as moe_fp4_wgmma.cu's rega_fragments) widened with the per-(row, 32-K) shift tables, and
 // srow[s][h] = the scale its partial of step s is promoted with (kStageRef: 2^reference for every step;
-// kPerBlock: the step's own; kRowRef: none, rref holds the rows' references).
-template <int P>
+// kPerBlock: the step's own; kRowRef: none, rref holds the rows' references). PK (K-permuted operands,
+// moe_fp4_wgmma.cu's order): the thread's 4 bytes of a row and step are one aligned word, so two
+// ldmatrix.x4 load all 8 (matrix j of load p: row half j % 2, step 2p + j / 2) instead of 16 loads and 8
+// byte selects; the 80-byte rows keep each 8 x 16-byte matrix in distinct banks.
+template <int P, bool PK>
 __device__ __forceinline__ void stage_fragments(std::uint32_t (&a)[4][4], float (&srow)[4][2], const std::uint8_t* smem,
                                                 const Tile& t, int wrow, int kt, const int (&rref)[2]) {
-  const int lane = threadIdx.x % 32;
-  const std::uint32_t sel = (lane & 1) != 0 ? 0x7632u : 0x5410u;
-  const int woff = 4 * ((lane % 4) >> 1);
   const auto* tab = reinterpret_cast<const uint2*>(smem + Smem::kTab);
-  const std::uint8_t* raw = smem + Smem::kRaw + (kt % kStages) * kRawTile;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int r = wrow + 8 * h;
-    const std::uint32_t sw = *reinterpret_cast<const std::uint32_t*>(t.ws + r * t.wstride + kt * 4);
-    int ref = rref[h];
+  // Row half h's scale word of stage kt and its reference; step s's table (and srow[s][h]).
+  auto row_scales = [&](int h, std::uint32_t& sw, int& ref) {
+    sw = *reinterpret_cast<const std::uint32_t*>(t.ws + (wrow + 8 * h) * t.wstride + kt * 4);
+    ref = rref[h];
     if constexpr (P == kStageRef) {
       const std::uint32_t m = __vmaxu4(sw, sw >> 16);
       ref = static_cast<int>(max(m & 0xffu, (m >> 8) & 0xffu)) - 6;
     }
-    const std::uint8_t* row = raw + r * kRawRow + woff;
+  };
+  auto step_table = [&](std::uint32_t sw, int ref, int s, int h) {
+    if constexpr (PK && P == kRowRef)  // sw holds the tables' byte offsets (scales_to_table_offsets)
+      return *reinterpret_cast<const uint2*>(smem + Smem::kTab + __byte_perm(sw, 0u, 0x4440u + s));
+    const int code = static_cast<int>((sw >> (8 * s)) & 0xffu);
+    if constexpr (P == kStageRef) {
+      srow[s][h] = __uint_as_float(static_cast<std::uint32_t>(ref) << 23);
+    } else if constexpr (P == kPerBlock) {
+      srow[s][h] = ue8m0_to_f32(static_cast<std::uint8_t>(code));
+    }
+    return tab[P == kPerBlock ? 8 : code - ref + 8];
+  };
+  if constexpr (PK) {
+    uint2 table[2][4];
 #pragma unroll
-    for (int s = 0; s < 4; ++s) {
-      const int code = static_cast<int>((sw >> (8 * s)) & 0xffu);
-      const uint2 table = tab[P == kPerBlock ? 8 : code - ref + 8];
-      if constexpr (P == kStageRef) {
-        srow[s][h] = __uint_as_float(static_cast<std::uint32_t>(ref) << 23);
-      } else if constexpr (P == kPerBlock) {
-        srow[s][h] = ue8m0_to_f32(static_cast<std::uint8_t>(code));
+    for (int h = 0; h < 2; ++h) {
+      std::uint32_t sw;
+      int ref;
+      row_scales(h, sw, ref);
+#pragma unroll
+      for (int s = 0; s < 4; ++s) table[h][s] = step_table(sw, ref, s, h);
+    }
+    const std::uint32_t raw = smem_u32(smem + Smem::kRaw + (kt % kStages) * kRawTile) + t.ldsm_at;
+#pragma unroll
+    for (int p = 0; p < 2; ++p) {
+      std::uint32_t w[4];
+      ldsm_x4(raw + 32 * p, w);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const uint2 e = e2m1x8_shifted_permuted(w[j], table[j % 2][2 * p + j / 2]);
+        a[2 * p + j / 2][j % 2] = e.x;
+        a[2 * p + j / 2][2 + j % 2] = e.y;
       }
-      const std::uint32_t lo = *reinterpret_cast<const std::uint32_t*>(row + 16 * s);
-      const std::uint32_t hi = *reinterpret_cast<const std::uint32_t*>(row + 16 * s + 8);
-      const uint2 e = e2m1x8_shifted(__byte_perm(lo, hi, sel), table);
-      a[s][h] = e.x;
-      a[s][2 + h] = e.y;
+    }
+  } else {
+    const int lane = threadIdx.x % 32;
+    const std::uint32_t sel = (lane & 1) != 0 ? 0x7632u : 0x5410u;
+    const int woff = 4 * ((lane % 4) >> 1);
+    const std::uint8_t* raw = smem + Smem::kRaw + (kt % kStages) * kRawTile;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      std::uint32_t sw;
+      int ref;
+      row_scales(h, sw, ref);
+      const std::uint8_t* row = raw + (wrow + 8 * h) * kRawRow + woff;
+#pragma unroll
+      for (int s = 0; s < 4; ++s) {
+        const uint2 table = step_table(sw, ref, s, h);
+        const std::uint32_t lo = *reinterpret_cast<const std::uint32_t*>(row + 16 * s);
+        const std::uint32_t hi = *reinterpret_cast<const std::uint32_t*>(row + 16 * s + 8);
+        const uint2 e = e2m1x8_shifted(__byte_perm(lo, hi, sel), table);
+        a[s][h] = e.x;
+        a[s][2 + h] = e.y;
+      }
     }
   }
 }
@@ -267,13 +329,19 @@ __device__ __forceinline__ void stage_fragments(std::uint32_t (&a)[4][4], float 
 // acc (half H of the tokens) += part x (row scale x act scale) for rows r_lo, r_lo + 8 (srow; kRowRef:
 // the act scale alone) and the thread's tokens: register 4j + e of a half holds its token 8j + 2 (lane %
 // 4) + (e % 2) of row + 8 (e / 2), full-tile register 32H + 4j + e. Both scales are powers of two.
-template <int H, int P>
+template <int H, int P, bool PK>
 __device__ __forceinline__ void promote(float (&acc)[kAcc], const float (&part)[kHalf], const float (&srow)[2],
                                         const float* xs) {
   const int q = threadIdx.x % 4;
 #pragma unroll
   for (int j = 0; j < kHalf / 4; ++j) {
-    const float2 sx = *reinterpret_cast<const float2*>(xs + 64 * H + 8 * j + 2 * q);
+    float2 sx;
+    if constexpr (PK) {  // (xs_slot's order: one 16-byte load for columns j, j + 1)
+      const float4 v = *reinterpret_cast<const float4*>(xs + 64 * H + 16 * (j / 2) + 4 * q);
+      sx = j % 2 == 0 ? make_float2(v.x, v.y) : make_float2(v.z, v.w);
+    } else {
+      sx = *reinterpret_cast<const float2*>(xs + 64 * H + 8 * j + 2 * q);
+    }
     float* o = acc + kHalf * H + 4 * j;
     if constexpr (P == kRowRef) {
       o[0] = fmaf(part[4 * j + 0], sx.x, o[0]);
@@ -312,12 +380,13 @@ __device__ __forceinline__ void store_tile(const SkinnyGemmArgs& args, const flo
 
 // Waits for stage kt's copies (everyone's), then refills the ring slot of stage kt - 2: every thread
 // has waited for stage kt - 2's wgmmas and promoted its partials before reaching this barrier.
+template <bool PK>
 __device__ __forceinline__ void begin_stage(const SkinnyGemmArgs& args, const Tile& t, const Copies& c,
                                             std::uint8_t* smem, int kt) {
   cp_async_wait_group<kStages - 3>();
   wg::fence_proxy_async();  // this thread's copies of stage kt, for the wgmma's B reads
   __syncthreads();
-  if (kt + kStages - 2 < t.ktiles) load_stage(args, c, smem, kt + kStages - 2);
+  if (kt + kStages - 2 < t.ktiles) load_stage<PK>(args, c, smem, kt + kStages - 2);
   cp_async_commit_group();
 }
 
@@ -361,7 +430,7 @@ __device__ __forceinline__ void run_stages(int ktiles, Stage& stage, Finish& fin
 // in f32 while the other half's wgmmas run (stage kt - 1's upper half while stage kt's lower half
 // multiplies). The fragments of stage kt are built once stage kt - 1's are no longer read; the promotion
 // scales alternate by stage (set F, compile-time). UPPER false (items of <= 64 rows): the lower half only.
-template <int P, bool UPPER>
+template <int P, bool UPPER, bool PK>
 __device__ __forceinline__ void run_prescaled(const SkinnyGemmArgs& args, const Tile& t, const Copies& cps,
                                               std::uint8_t* smem, float (&acc)[kAcc], int wrow, const int (&rref)[2]) {
   float lo[kHalf], hi[kHalf];  // partials of tokens 0..63 and 64..127
@@ -373,7 +442,7 @@ __device__ __forceinline__ void run_prescaled(const SkinnyGemmArgs& args, const 
   // Stage kt with scale set F; in flight on entry (unless first): stage kt - 1's upper half.
   auto stage = [&](int kt, auto set, auto first) {
     constexpr int F = decltype(set)::value;
-    begin_stage(args, t, cps, smem, kt);
+    begin_stage<PK>(args, t, cps, smem, kt);
     if constexpr (!decltype(first)::value) {
       if constexpr (UPPER) {
         wg::wgmma_wait<0>();  // stage kt - 1's upper half: its fragments are rewritten next
@@ -381,20 +450,20 @@ __device__ __forceinline__ void run_prescaled(const SkinnyGemmArgs& args, const 
       }
       wg::fence_operands(a_flat);
     }
-    stage_fragments<P>(a, srow[F], smem, t, wrow, kt, rref);
+    stage_fragments<P, PK>(a, srow[F], smem, t, wrow, kt, rref);
     const std::uint32_t b_addr = smem_u32(smem + Smem::kB + (kt % kStages) * kBTile);
     if constexpr (UPPER) {
       issue(lo, b_addr);
-      if constexpr (!decltype(first)::value) promote<1, P>(acc, hi, srow[1 - F][0], xs_of(kt - 1));
+      if constexpr (!decltype(first)::value) promote<1, P, PK>(acc, hi, srow[1 - F][0], xs_of(kt - 1));
       issue(hi, b_addr + kHalfTile);
       wg::wgmma_wait<1>();  // this stage's lower half
       wg::fence_operands(lo);
-      promote<0, P>(acc, lo, srow[F][0], xs_of(kt));
+      promote<0, P, PK>(acc, lo, srow[F][0], xs_of(kt));
     } else {  // lower half only: no overlap inside the warpgroup (the other one's wgmmas fill the gaps)
       issue(lo, b_addr);
       wg::wgmma_wait<0>();
       wg::fence_operands(lo);
-      promote<0, P>(acc, lo, srow[F][0], xs_of(kt));
+      promote<0, P, PK>(acc, lo, srow[F][0], xs_of(kt));
     }
   };
   // The last stage's upper half, once every wgmma is done.
@@ -404,7 +473,7 @@ __device__ __forceinline__ void run_prescaled(const SkinnyGemmArgs& args, const 
       wg::wgmma_wait<0>();
       wg::fence_operands(hi);
       wg::fence_operands(a_flat);
-      promote<1, P>(acc, hi, srow[F][0], xs_of(last));
+      promote<1, P, PK>(acc, hi, srow[F][0], xs_of(last));
     }
   };
   run_stages(t.ktiles, stage, finish);
@@ -416,7 +485,7 @@ __device__ __forceinline__ void run_prescaled(const SkinnyGemmArgs& args, const 
 // layer: short scoreboard 23% of the main loop's samples, the wgmma wait 10%). UPPER false promotes
 // stage kt - 1's partial before issuing stage kt's (alternating lo / hi there made ptxas serialise the
 // wgmmas, C7514). The same partials, promotions and fmaf order as run_prescaled: the same bits.
-template <int P, bool UPPER>
+template <int P, bool UPPER, bool PK>
 __device__ __forceinline__ void run_prescaled_overlap(const SkinnyGemmArgs& args, const Tile& t, const Copies& cps,
                                                       std::uint8_t* smem, float (&acc)[kAcc], int wrow,
                                                       const int (&rref)[2]) {
@@ -434,9 +503,9 @@ __device__ __forceinline__ void run_prescaled_overlap(const SkinnyGemmArgs& args
     constexpr bool kFirst = decltype(first)::value;
     auto& af = F == 0 ? a0 : a1;
     auto& ap = F == 0 ? a1 : a0;
-    begin_stage(args, t, cps, smem, kt);
+    begin_stage<PK>(args, t, cps, smem, kt);
     // Fragments F were last read by stage kt - 2's wgmmas, waited for in stage kt - 1.
-    stage_fragments<P>(*reinterpret_cast<std::uint32_t(*)[4][4]>(af), srow[F], smem, t, wrow, kt, rref);
+    stage_fragments<P, PK>(*reinterpret_cast<std::uint32_t(*)[4][4]>(af), srow[F], smem, t, wrow, kt, rref);
     const std::uint32_t b_addr = smem_u32(smem + Smem::kB + (kt % kStages) * kBTile);
     if constexpr (UPPER) {
       issue(lo, af, b_addr);
@@ -444,18 +513,18 @@ __device__ __forceinline__ void run_prescaled_overlap(const SkinnyGemmArgs& args
         wg::wgmma_wait<1>();  // stage kt - 1's upper half (this stage's lower half may run)
         wg::fence_operands(hi);
         wg::fence_operands(ap);
-        promote<1, P>(acc, hi, srow[1 - F][0], xs_of(kt - 1));
+        promote<1, P, PK>(acc, hi, srow[1 - F][0], xs_of(kt - 1));
       }
       issue(hi, af, b_addr + kHalfTile);
       wg::wgmma_wait<1>();  // this stage's lower half
       wg::fence_operands(lo);
-      promote<0, P>(acc, lo, srow[F][0], xs_of(kt));
+      promote<0, P, PK>(acc, lo, srow[F][0], xs_of(kt));
     } else {
       if constexpr (!kFirst) {
         wg::wgmma_wait<0>();  // stage kt - 1's
         wg::fence_operands(lo);
         wg::fence_operands(ap);
-        promote<0, P>(acc, lo, srow[1 - F][0], xs_of(kt - 1));
+        promote<0, P, PK>(acc, lo, srow[1 - F][0], xs_of(kt - 1));
       }
       issue(lo, af, b_addr);
     }
@@ -469,9 +538,9 @@ __device__ __forceinline__ void run_prescaled_overlap(const SkinnyGemmArgs& args
     wg::fence_operands(a0);
     wg::fence_operands(a1);
     if constexpr (UPPER) {
-      promote<1, P>(acc, hi, srow[F][0], xs_of(last));
+      promote<1, P, PK>(acc, hi, srow[F][0], xs_of(last));
     } else {
-      promote<0, P>(acc, lo, srow[F][0], xs_of(last));
+      promote<0, P, PK>(acc, lo, srow[F][0], xs_of(last));
     }
   };
   run_stages(t.ktiles, stage, finish);
@@ -480,6 +549,7 @@ __device__ __forceinline__ void run_prescaled_overlap(const SkinnyGemmArgs& args
 // Exact-scale form (a weight tile whose scales span more than the prescaled codes hold): a fresh
 // partial per (32-K weight-scale block, token half), promoted with its own scale while the other half's
 // wgmma runs; each stage drains before the next.
+template <bool PK>
 __device__ __forceinline__ void run_per_block(const SkinnyGemmArgs& args, const Tile& t, const Copies& cps,
                                               std::uint8_t* smem, float (&acc)[kAcc], int wrow) {
   float lo[kHalf], hi[kHalf];
@@ -494,8 +564,8 @@ __device__ __forceinline__ void run_per_block(const SkinnyGemmArgs& args, const 
     wg::wgmma_commit();
   };
   for (int kt = 0; kt < t.ktiles; ++kt) {
-    begin_stage(args, t, cps, smem, kt);
-    stage_fragments<kPerBlock>(a, srow, smem, t, wrow, kt, kNoRef);
+    begin_stage<PK>(args, t, cps, smem, kt);
+    stage_fragments<kPerBlock, PK>(a, srow, smem, t, wrow, kt, kNoRef);
     const std::uint32_t b_addr = smem_u32(smem + Smem::kB + (kt % kStages) * kBTile);
     const float* xs = reinterpret_cast<const float*>(smem + Smem::kXs + (kt % kStages) * kTokens * 4);
 #pragma unroll
@@ -504,17 +574,17 @@ __device__ __forceinline__ void run_per_block(const SkinnyGemmArgs& args, const 
       if (s > 0) {
         wg::wgmma_wait<1>();
         wg::fence_operands(hi);
-        promote<1, kPerBlock>(acc, hi, srow[s - 1], xs);
+        promote<1, kPerBlock, PK>(acc, hi, srow[s - 1], xs);
       }
       issue(hi, a[s], b_addr + kHalfTile + s * 32);
       wg::wgmma_wait<1>();
       wg::fence_operands(lo);
-      promote<0, kPerBlock>(acc, lo, srow[s], xs);
+      promote<0, kPerBlock, PK>(acc, lo, srow[s], xs);
     }
     wg::wgmma_wait<0>();
     wg::fence_operands(hi);
     wg::fence_operands(a_flat);
-    promote<1, kPerBlock>(acc, hi, srow[3], xs);
+    promote<1, kPerBlock, PK>(acc, hi, srow[3], xs);
   }
 }
 
@@ -542,27 +612,43 @@ __device__ __forceinline__ void copy_weight_scales(const SkinnyGemmArgs& args, c
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // A prescaled form's main loop on the chosen schedule (kOverlap: run_prescaled_overlap), both token
 // halves unless the item has <= 64 rows.
-template <bool kOverlap, int P>
+template <bool kOverlap, int P, bool PK>
 __device__ __forceinline__ void run_prescaled_form(const SkinnyGemmArgs& args, const Tile& t, const Copies& cps,
                                                    std::uint8_t* smem, float (&acc)[kAcc], int wrow,
                                                    const int (&rref)[2]) {
   const bool upper = t.mrows > kTokens / 2;
   if constexpr (kOverlap) {
     if (upper) {
-      run_prescaled_overlap<P, true>(args, t, cps, smem, acc, wrow, rref);
+      run_prescaled_overlap<P, true, PK>(args, t, cps, smem, acc, wrow, rref);
     } else {
-      run_prescaled_overlap<P, false>(args, t, cps, smem, acc, wrow, rref);
+      run_prescaled_overlap<P, false, PK>(args, t, cps, smem, acc, wrow, rref);
     }
   } else if (upper) {
-    run_prescaled<P, true>(args, t, cps, smem, acc, wrow, rref);
+    run_prescaled<P, true, PK>(args, t, cps, smem, acc, wrow, rref);
   } else {
-    run_prescaled<P, false>(args, t, cps, smem, acc, wrow, rref);
+    run_prescaled<P, false, PK>(args, t, cps, smem, acc, wrow, rref);
   }
+}
+
+// K-permuted kernels, kRowRef tiles: each ue8m0 code of the tile's table in shared memory replaced by
+// the byte offset of its shift table, (code - reference + 8) x 8 = (code - row max + 14) x 8 (0 .. 112:
+// every byte of a kRowRef row is within 14 of its max), so a step's table is one byte select and one
+// load instead of a select, a subtraction, an address and a load. Two threads a row, as tile_mode_rows.
+template <bool kOverlap>
+__device__ __forceinline__ void scales_to_table_offsets(std::uint8_t* smem, const Tile& t,
+                                                        const std::uint32_t* row_max_s) {
+  const int r = threadIdx.x / 2;
+  const std::uint32_t mx = kOverlap ? row_max_s[r] : row_max(t.ws, t, r);
+  __syncthreads();  // everyone's reads of the codes (row_max, the references) are done
+  const std::uint32_t add = ((14u - mx) & 0xffu) * 0x01010101u;
+  auto* row = reinterpret_cast<std::uint32_t*>(smem + Smem::kWs + r * t.wstride);
+  for (int kt = threadIdx.x % 2; kt < t.ktiles; kt += 2) row[kt] = __vadd4(row[kt], add) << 3;
+  __syncthreads();
 }
 
 // One weight tile's GEMM from its scale form on (mode; its rows' largest scale bytes in row_max, form
 // >= 1) to its stores. kOverlap: run_prescaled_overlap; else the session-6 run_prescaled and row_max scan.
-template <bool kOverlap>
+template <bool kOverlap, bool PK>
 __device__ __forceinline__ void run_tile(const SkinnyGemmArgs& args, const Tile& t, const Copies& cps,
                                          std::uint8_t* smem, int mode, const std::uint32_t* row_max_s) {
   const int tid = threadIdx.x;
@@ -579,12 +665,13 @@ __device__ __forceinline__ void run_tile(const SkinnyGemmArgs& args, const Tile&
       rref[h] = static_cast<int>(kOverlap ? row_max_s[r] : row_max(t.ws, t, r)) - 6;
       rscale[h] = __uint_as_float(static_cast<std::uint32_t>(rref[h]) << 23);
     }
-    run_prescaled_form<kOverlap, kRowRef>(args, t, cps, smem, acc, wrow, rref);
+    if constexpr (PK) scales_to_table_offsets<kOverlap>(smem, t, row_max_s);
+    run_prescaled_form<kOverlap, kRowRef, PK>(args, t, cps, smem, acc, wrow, rref);
   } else if (mode == kStageRef) {
     const int rref[2] = {0, 0};
-    run_prescaled_form<kOverlap, kStageRef>(args, t, cps, smem, acc, wrow, rref);
+    run_prescaled_form<kOverlap, kStageRef, PK>(args, t, cps, smem, acc, wrow, rref);
   } else {
-    run_per_block(args, t, cps, smem, acc, wrow);
+    run_per_block<PK>(args, t, cps, smem, acc, wrow);
   }
   cp_async_wait_group<0>();
   store_tile(args, acc, t, wrow, rscale);
@@ -594,8 +681,10 @@ __device__ __forceinline__ void run_tile(const SkinnyGemmArgs& args, const Tile&
 // Grid: (n / 128, max items, weight sets). Per output element the K order is fixed by K and the weight
 // tile alone (128-K stages in ascending order; the form is chosen from the tile's scales), so a token's
 // result never depends on its item, the batch or the kernel form. kForm 1 (the default): tile_mode_rows
-// and the overlapped main loop; 0: the session-6 kernel (CudaBackendOptions::moe_prefill_fp8_form).
-template <int kForm>
+// and the overlapped main loop; 0: the session-6 kernel (CudaBackendOptions::moe_prefill_fp8_form). PK:
+// K-permuted operands (stage_fragments, xs_slot, scales_to_table_offsets); the forms of one operand
+// order give the same bits.
+template <int kForm, bool PK>
 __global__ void __launch_bounds__(kThreads, 1) moe_prefill_fp8_kernel(SkinnyGemmArgs args) {
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(1024) std::uint8_t smem_in[];
@@ -613,6 +702,8 @@ __global__ void __launch_bounds__(kThreads, 1) moe_prefill_fp8_kernel(SkinnyGemm
   t.wstride = scale_stride(args.k);
   t.w_bytes = static_cast<const std::uint8_t*>(w.data) + t.n0 * (args.k / 2);
   t.ws = smem + Smem::kWs;
+  // (row 8 (lane / 8 % 2) + lane % 8 of the warp's 16, step lane / 16 of the load's two)
+  t.ldsm_at = static_cast<std::uint32_t>((16 * (tid / 32) + 8 * (tid / 8 % 2) + tid % 8) * kRawRow + 16 * (tid % 32 / 16));
 
   auto* xrow = reinterpret_cast<const std::uint8_t**>(smem + Smem::kXrow);
   for (int c = tid; c < kTokens; c += kThreads) {
@@ -627,18 +718,18 @@ __global__ void __launch_bounds__(kThreads, 1) moe_prefill_fp8_kernel(SkinnyGemm
   const Copies cps = thread_copies(args, t, rows_s, xrow);
   if (tid < kTokens && cps.xs == nullptr)  // absent rows' act scales: zero in every slot, once
     for (int slot = 0; slot < kStages; ++slot)
-      reinterpret_cast<float*>(smem + Smem::kXs + slot * kTokens * 4)[tid] = 0.0f;
+      reinterpret_cast<float*>(smem + Smem::kXs + slot * kTokens * 4)[PK ? cps.xs_at / 4 : tid] = 0.0f;
   // One copy group per prologue stage (the scales ride in the first), as begin_stage counts them.
 #pragma unroll
   for (int s = 0; s < kStages - 2; ++s) {
-    if (s < t.ktiles) load_stage(args, cps, smem, s);
+    if (s < t.ktiles) load_stage<PK>(args, cps, smem, s);
     cp_async_commit_group();
   }
   cp_async_wait_group<kStages - 3>();
   __syncthreads();  // the scales (and the shift tables)
   auto* row_max_s = reinterpret_cast<std::uint32_t*>(smem + Smem::kRowMax);
   const int mode = kForm == 1 ? tile_mode_rows(t.ws, t, row_max_s) : tile_mode(t.ws, t);
-  run_tile<kForm == 1>(args, t, cps, smem, mode, row_max_s);
+  run_tile<kForm == 1, PK>(args, t, cps, smem, mode, row_max_s);
 #else
   __trap();
 #endif
@@ -652,10 +743,12 @@ bool moe_prefill_fp8_fits(std::int64_t n, std::int64_t k, const DevWeight& w) {
          reinterpret_cast<std::uintptr_t>(w.data) % 16 == 0;
 }
 
-void launch_moe_prefill_fp8(const SkinnyGemmArgs& args, int grid_y, int grid_z, int form, cudaStream_t stream) {
+void launch_moe_prefill_fp8(const SkinnyGemmArgs& args, int grid_y, int grid_z, int form, bool k_permuted,
+                            cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(args.n / kWRows), static_cast<unsigned>(grid_y), static_cast<unsigned>(grid_z));
   const int smem = Smem::bytes(args.k);
-  auto* kernel = form == 0 ? moe_prefill_fp8_kernel<0> : moe_prefill_fp8_kernel<1>;
+  auto* kernel = k_permuted ? (form == 0 ? moe_prefill_fp8_kernel<0, true> : moe_prefill_fp8_kernel<1, true>)
+                            : (form == 0 ? moe_prefill_fp8_kernel<0, false> : moe_prefill_fp8_kernel<1, false>);
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   kernel<<<grid, kThreads, static_cast<std::size_t>(smem), stream>>>(args);
 }
