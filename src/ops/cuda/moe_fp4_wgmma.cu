@@ -215,16 +215,25 @@ __device__ __forceinline__ void scale_partials(float (&acc)[R], const float (&pa
   const std::uint32_t sw_hi = *reinterpret_cast<const std::uint32_t*>(ws + (r_lo + 8) * wstride + kt * 4);
 #pragma unroll
   for (int s = 0; s < 4; ++s) {
-    const float sw[2] = {ue8m0_to_f32(static_cast<std::uint8_t>(sw_lo >> (8 * s))),
-                         ue8m0_to_f32(static_cast<std::uint8_t>(sw_hi >> (8 * s)))};
+    // Per row and step, not per element: the scale, and for K-permuted (scaled) partials scaled_fma's two
+    // exact forms as (pre, sw): codes <= 248 give (1, scale x 2^6), others (2^6, scale) — part x 1 is
+    // part, so each element gets scaled_fma's bits in 3 instructions instead of the per-element decode.
+    float sw[2], pre[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const auto code = static_cast<std::uint8_t>((h != 0 ? sw_hi : sw_lo) >> (8 * s));
+      const float u = ue8m0_to_f32(code);
+      const bool plain = !PK || code <= 248;
+      pre[h] = plain ? 1.0f : 64.0f;
+      sw[h] = PK && plain ? u * 64.0f : u;
+    }
 #pragma unroll
     for (int j = 0; j < NT / 8; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const float sx = xs[j * 8 + (lane % 4) * 2 + (e % 2)];
-        if constexpr (PK) {  // scaled partials (K-permuted operands): the register-A form's arithmetic
-          const std::uint32_t word = e / 2 != 0 ? sw_hi : sw_lo;
-          acc[4 * j + e] = scaled_fma(part[s][4 * j + e], static_cast<std::uint8_t>(word >> (8 * s)), sx, acc[4 * j + e]);
+        if constexpr (PK) {
+          acc[4 * j + e] = fmaf(part[s][4 * j + e] * pre[e / 2], sw[e / 2] * sx, acc[4 * j + e]);
         } else {
           acc[4 * j + e] = fmaf(part[s][4 * j + e], sw[e / 2] * sx, acc[4 * j + e]);
         }
