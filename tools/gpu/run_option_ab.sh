@@ -46,6 +46,6 @@ for set in "$@"; do
   timeout 150 build/gpu/bench/v4_model_bench --config tests/io/fixtures/v4_flash.release.json --num-layers "$layers" \
     --prefill "$prefill" --batches "$batches" --contexts 1024 --steps 4 "${opt[@]}" >"$logs/run$i.md" 2>&1
   stamp "run $i [${set:-defaults}]: exit $?"
-  grep -E "^\| *[0-9]+ *\| *1024 *\|" "$logs/run$i.md"
+  grep -E "^\| *[0-9]+ *\| *1024 *\||^\| *[0-9]+ \| [0-9]+\.[0-9]{3} \|" "$logs/run$i.md"  # decode rows, prefill rows
 done
 stamp done
