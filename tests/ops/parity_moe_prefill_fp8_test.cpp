@@ -44,14 +44,13 @@ PrefillExperts fp8_experts(int n_exp, std::int64_t dim, std::int64_t inter, std:
 }
 
 // min_rows 0: the skinny fp8 path at every size; fp8: the fp8 prefill GEMM from min_rows rows per expert
-// (its kernel form and operand order: CudaBackendOptions::moe_prefill_fp8_form / _permuted).
-std::unique_ptr<Backend> fp8_backend(int min_rows, bool fp8, bool invariant = false, int form = 1,
+// (its operand order: CudaBackendOptions::moe_prefill_fp8_permuted).
+std::unique_ptr<Backend> fp8_backend(int min_rows, bool fp8, bool invariant = false,
                                      bool permuted = CudaBackendOptions{}.moe_prefill_fp8_permuted) {
   CudaBackendOptions o;
   o.moe_prefill_min_rows = min_rows;
   o.moe_prefill_fp8 = fp8;
   o.batch_invariant = invariant;
-  o.moe_prefill_fp8_form = form;
   o.moe_prefill_fp8_permuted = permuted;
   return make_cuda_backend(o);
 }
@@ -100,19 +99,18 @@ TEST(CudaParity, MoePrefillFp8GemmGivesATokenTheSameBitsAloneAndInABatch) {
   const MoeOptions options{10.0f, 128, DType::kBF16};
   for (const bool permuted : {true, false}) {
     SCOPED_TRACE(testing::Message() << "K-permuted " << permuted);
-    auto b = fp8_backend(1, true, false, 1, permuted);
+    auto b = fp8_backend(1, true, false, permuted);
     const std::vector<float> all = values(run_fp8_experts(*b, in, ex, options));
     expect_bits_equal(values(run_fp8_experts(*b, in.narrow_last(), ex, options)), {all.end() - dim, all.end()});
   }
 }
 
-// The kernel forms give the same bits in every scale form, for items of both token halves (T = 300:
-// experts of ~200 rows, a full item and a partial one; 1000: several items): 0 = the session-6 loop, 1 =
-// the overlapped one (two fragment sets, the scale scan on every thread), within each operand order.
-// K-permuted and unpermuted operands multiply the same products into the same 32-K partials, summed in
-// another order inside the tensor core: both within the CPU bound, and of each other as close as the
-// skinny path is (printed: whether the bits agree; on the H200 they did at both sizes, 2026-11-30).
-TEST(CudaParity, MoePrefillFp8GemmFormsGiveTheSameBits) {
+// Both operand orders in every scale form, for items of both token halves (T = 300: experts of ~200 rows,
+// a full item and a partial one; 1000: several items). K-permuted and unpermuted operands multiply the
+// same products into the same 32-K partials, summed in another order inside the tensor core: both within
+// the CPU bound, each repeating its bits, and of each other as close as the skinny path is (printed:
+// whether the bits agree; on the H200 they did at both sizes, 2026-11-30).
+TEST(CudaParity, MoePrefillFp8GemmOperandOrdersAgree) {
   DEEPINFER_REQUIRE_GPU();
   const int n_exp = 6, k = 4;
   const std::int64_t dim = 1024, inter = 512;
@@ -124,10 +122,9 @@ TEST(CudaParity, MoePrefillFp8GemmFormsGiveTheSameBits) {
     Tensor by_order[2];
     for (const bool permuted : {true, false}) {
       SCOPED_TRACE(testing::Message() << "T=" << t << ", K-permuted " << permuted);
-      auto form0 = fp8_backend(1, true, false, 0, permuted);
-      auto form1 = fp8_backend(1, true, false, 1, permuted);
-      const Tensor got = run_fp8_experts(*form1, in, ex, options);
-      EXPECT_TRUE(fp8_same_bits(got, run_fp8_experts(*form0, in, ex, options)));
+      auto b = fp8_backend(1, true, false, permuted);
+      const Tensor got = run_fp8_experts(*b, in, ex, options);
+      EXPECT_TRUE(fp8_same_bits(got, run_fp8_experts(*b, in, ex, options)));
       EXPECT_LE(rel_error(got, want), kTolBf16);
       by_order[permuted ? 0 : 1] = got;
     }

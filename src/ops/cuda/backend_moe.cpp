@@ -421,7 +421,7 @@ void CudaBackend::moe_experts_skinny(const DevRows& x, const std::int32_t* ids, 
   // One grouped GEMM over the placed rows (weight sets 2 = w1 and w3, 1 = w2) on the chosen kernel.
   const auto grouped_gemm = [&](const SkinnyGemmArgs& args, int sets, bool wide_loads) {
     if (prefill_fp8) {
-      launch_moe_prefill_fp8(args, grid_y, sets, options_.moe_prefill_fp8_form, k_permuted, stream_);
+      launch_moe_prefill_fp8(args, grid_y, sets, k_permuted, stream_);
     } else if (wgmma) {
       launch_moe_fp4_wgmma(group, args, grid_y, sets, options_.moe_fp4_wgmma_stages, k_permuted, sm_count_, stream_);
     } else if (wide_loads) {

@@ -103,10 +103,6 @@ struct CudaBackendOptions {
   // in registers, 128-row items): the 8K prefill's expert GEMMs 37.9 -> 27.6 ms, 4 layers, H200
   // (2026-11-30, docs/PERFORMANCE_CUDA_OPS.md). Ignored in batch-invariant mode.
   bool moe_prefill_fp8 = true;
-  // That GEMM's kernel form (the same bits in each): 1 = each stage's A fragments built while the
-  // previous stage's wgmmas run (two fragment sets) and the tile's scale scan on every thread (8K prompt,
-  // 4 layers, H200: 29.72 -> 28.22 ms; docs/PERFORMANCE_CUDA_OPS.md); 0 = the session-6 kernel.
-  int moe_prefill_fp8_form = 1;
   // That GEMM's operands K-permuted inside each 32-K block (moe_fp4_wgmma_permuted's order: act and
   // SwiGLU codes written so, fp4 read as stored): its fp4 fragments are ldmatrix words, and its shift
   // tables and act scales one load each, 286 instead of 341 SASS instructions a 128-K stage. Off: the

@@ -42,7 +42,6 @@ constexpr std::array kFields = {
     NamedField{"moe_prefill_min_rows", &CudaBackendOptions::moe_prefill_min_rows},
     NamedField{"moe_prefill_wgmma", &CudaBackendOptions::moe_prefill_wgmma},
     NamedField{"moe_prefill_fp8", &CudaBackendOptions::moe_prefill_fp8},
-    NamedField{"moe_prefill_fp8_form", &CudaBackendOptions::moe_prefill_fp8_form},
     NamedField{"moe_prefill_fp8_permuted", &CudaBackendOptions::moe_prefill_fp8_permuted},
     NamedField{"indexer_mma_min_tokens", &CudaBackendOptions::indexer_mma_min_tokens},
     NamedField{"sampler_histogram_fill", &CudaBackendOptions::sampler_histogram_fill},

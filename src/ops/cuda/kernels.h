@@ -258,10 +258,9 @@ void launch_moe_fp4_wgmma(int group_rows, const SkinnyGemmArgs& args, int grid_y
 // 0, k <= kMoePrefillFp8MaxK, 16-byte aligned weight. Its K order is fixed by K and the weight tile alone.
 constexpr std::int64_t kMoePrefillFp8MaxK = 8192;
 bool moe_prefill_fp8_fits(std::int64_t n, std::int64_t k, const DevWeight& w);
-// form: CudaBackendOptions::moe_prefill_fp8_form (0 / 1; the same bits in each). k_permuted: args.x holds
-// K-permuted codes (launch_act_quant_codes' order; the fp4 weights are read as stored).
-void launch_moe_prefill_fp8(const SkinnyGemmArgs& args, int grid_y, int grid_z, int form, bool k_permuted,
-                            cudaStream_t stream);
+// k_permuted: args.x holds K-permuted codes (launch_act_quant_codes' order; the fp4 weights are read as
+// stored).
+void launch_moe_prefill_fp8(const SkinnyGemmArgs& args, int grid_y, int grid_z, bool k_permuted, cudaStream_t stream);
 
 // ---- attention ------------------------------------------------------------------------------------
 constexpr int kMaxAttnSources = 4;

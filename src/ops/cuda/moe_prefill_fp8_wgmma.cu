@@ -189,41 +189,10 @@ __device__ __forceinline__ bool refable(std::uint32_t mx, std::uint32_t mn) {
   return mx - mn <= 14 && mx >= 7 && mx != 0xffu;
 }
 
-// The largest scale exponent of weight row r over the whole K (kRowRef's reference + 6).
-__device__ __forceinline__ std::uint32_t row_max(const std::uint8_t* ws, const Tile& t, int r) {
-  std::uint32_t v = 0;
-  for (int kt = 0; kt < t.ktiles; ++kt) v = __vmaxu4(v, *reinterpret_cast<const std::uint32_t*>(ws + r * t.wstride + kt * 4));
-  std::uint32_t mx, mn;
-  byte_range(v, mx, mn);
-  return mx;
-}
-
-// The tile's form: kRowRef if every row's scales fit it, else kStageRef if every (row, stage) does. The
-// session-6 scan (form 0): threads 0..127, one weight row each, its K one stage at a time.
-__device__ __forceinline__ int tile_mode(const std::uint8_t* ws, const Tile& t) {
-  bool row_ok = true, stage_ok = true;
-  for (int r = threadIdx.x; r < kWRows; r += kThreads) {
-    std::uint32_t hi = 0, lo = 0xffffffffu;
-    for (int kt = 0; kt < t.ktiles; ++kt) {
-      const std::uint32_t w = *reinterpret_cast<const std::uint32_t*>(ws + r * t.wstride + kt * 4);
-      std::uint32_t mx, mn;
-      byte_range(w, mx, mn);
-      stage_ok = stage_ok && refable(mx, mn);
-      hi = __vmaxu4(hi, w);
-      lo = __vminu4(lo, w);
-    }
-    std::uint32_t mx, mn, unused;
-    byte_range(hi, mx, unused);
-    byte_range(lo, unused, mn);
-    row_ok = row_ok && refable(mx, mn);
-  }
-  if (__syncthreads_and(row_ok)) return kRowRef;
-  return __syncthreads_and(stage_ok) ? kStageRef : kPerBlock;
-}
-
-// The same form from every thread (two per weight row, alternate stages; the pair's ranges met by a
-// shuffle), each row's largest scale byte left in row_max_s for its reference: the scan and the
-// separate per-row maxima of form 0 were ~11% of the kernel's samples with half the warps idle.
+// The tile's form — kRowRef if every row's scales fit it, else kStageRef if every (row, stage) does —
+// from every thread (two per weight row, alternate stages; the pair's ranges met by a shuffle), each row's
+// largest scale byte left in row_max_s for its reference (a scan by half the threads, one row each, and
+// separate per-row maxima were ~11% of the kernel's samples: session 7's form 0, deleted).
 __device__ __forceinline__ int tile_mode_rows(const std::uint8_t* ws, const Tile& t, std::uint32_t* row_max_s) {
   static_assert(kThreads == 2 * kWRows, "two threads per weight row");
   const int r = threadIdx.x / 2;
@@ -428,63 +397,13 @@ __device__ __forceinline__ void run_stages(int ktiles, Stage& stage, Finish& fin
 
 // The prescaled forms (P = kRowRef, kStageRef): one partial per (128-K stage, token half), each promoted
 // in f32 while the other half's wgmmas run (stage kt - 1's upper half while stage kt's lower half
-// multiplies). The fragments of stage kt are built once stage kt - 1's are no longer read; the promotion
-// scales alternate by stage (set F, compile-time). UPPER false (items of <= 64 rows): the lower half only.
-template <int P, bool UPPER, bool PK>
-__device__ __forceinline__ void run_prescaled(const SkinnyGemmArgs& args, const Tile& t, const Copies& cps,
-                                              std::uint8_t* smem, float (&acc)[kAcc], int wrow, const int (&rref)[2]) {
-  float lo[kHalf], hi[kHalf];  // partials of tokens 0..63 and 64..127
-  float srow[2][4][2];
-  std::uint32_t a_flat[16];
-  auto& a = *reinterpret_cast<std::uint32_t(*)[4][4]>(a_flat);
-  auto xs_of = [&](int kt) { return stage_xs(smem, kt); };
-  auto issue = [&](float (&d)[kHalf], std::uint32_t b_addr) { issue_stage(d, a, b_addr); };
-  // Stage kt with scale set F; in flight on entry (unless first): stage kt - 1's upper half.
-  auto stage = [&](int kt, auto set, auto first) {
-    constexpr int F = decltype(set)::value;
-    begin_stage<PK>(args, t, cps, smem, kt);
-    if constexpr (!decltype(first)::value) {
-      if constexpr (UPPER) {
-        wg::wgmma_wait<0>();  // stage kt - 1's upper half: its fragments are rewritten next
-        wg::fence_operands(hi);
-      }
-      wg::fence_operands(a_flat);
-    }
-    stage_fragments<P, PK>(a, srow[F], smem, t, wrow, kt, rref);
-    const std::uint32_t b_addr = smem_u32(smem + Smem::kB + (kt % kStages) * kBTile);
-    if constexpr (UPPER) {
-      issue(lo, b_addr);
-      if constexpr (!decltype(first)::value) promote<1, P, PK>(acc, hi, srow[1 - F][0], xs_of(kt - 1));
-      issue(hi, b_addr + kHalfTile);
-      wg::wgmma_wait<1>();  // this stage's lower half
-      wg::fence_operands(lo);
-      promote<0, P, PK>(acc, lo, srow[F][0], xs_of(kt));
-    } else {  // lower half only: no overlap inside the warpgroup (the other one's wgmmas fill the gaps)
-      issue(lo, b_addr);
-      wg::wgmma_wait<0>();
-      wg::fence_operands(lo);
-      promote<0, P, PK>(acc, lo, srow[F][0], xs_of(kt));
-    }
-  };
-  // The last stage's upper half, once every wgmma is done.
-  auto finish = [&](int last, auto set) {
-    if constexpr (UPPER) {
-      constexpr int F = decltype(set)::value;
-      wg::wgmma_wait<0>();
-      wg::fence_operands(hi);
-      wg::fence_operands(a_flat);
-      promote<1, P, PK>(acc, hi, srow[F][0], xs_of(last));
-    }
-  };
-  run_stages(t.ktiles, stage, finish);
-}
-
-// run_prescaled with two A fragment sets (set F = stage parity): stage kt's fragments are built while
-// stage kt - 1's last wgmmas still run (its upper half; UPPER false: its only one), instead of after
-// they drained — the conversion's shared loads were the kernel's largest stall (Nsight Compute, 8K
-// layer: short scoreboard 23% of the main loop's samples, the wgmma wait 10%). UPPER false promotes
-// stage kt - 1's partial before issuing stage kt's (alternating lo / hi there made ptxas serialise the
-// wgmmas, C7514). The same partials, promotions and fmaf order as run_prescaled: the same bits.
+// multiplies); the promotion scales alternate by stage (set F, compile-time). UPPER false (items of <= 64
+// rows): the lower half only. Two A fragment sets (set F = stage parity): stage kt's fragments are built
+// while stage kt - 1's last wgmmas still run (its upper half; UPPER false: its only one), not after they
+// drained — the conversion's shared loads were the kernel's largest stall (Nsight Compute, 8K layer: short
+// scoreboard 23% of the main loop's samples, the wgmma wait 10%; session 7's drained schedule, form 0, is
+// deleted). UPPER false promotes stage kt - 1's partial before issuing stage kt's (alternating lo / hi
+// there made ptxas serialise the wgmmas, C7514).
 template <int P, bool UPPER, bool PK>
 __device__ __forceinline__ void run_prescaled_overlap(const SkinnyGemmArgs& args, const Tile& t, const Copies& cps,
                                                       std::uint8_t* smem, float (&acc)[kAcc], int wrow,
@@ -610,23 +529,15 @@ __device__ __forceinline__ void copy_weight_scales(const SkinnyGemmArgs& args, c
 #endif
 
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// A prescaled form's main loop on the chosen schedule (kOverlap: run_prescaled_overlap), both token
-// halves unless the item has <= 64 rows.
-template <bool kOverlap, int P, bool PK>
+// A prescaled form's main loop: both token halves unless the item has <= 64 rows.
+template <int P, bool PK>
 __device__ __forceinline__ void run_prescaled_form(const SkinnyGemmArgs& args, const Tile& t, const Copies& cps,
                                                    std::uint8_t* smem, float (&acc)[kAcc], int wrow,
                                                    const int (&rref)[2]) {
-  const bool upper = t.mrows > kTokens / 2;
-  if constexpr (kOverlap) {
-    if (upper) {
-      run_prescaled_overlap<P, true, PK>(args, t, cps, smem, acc, wrow, rref);
-    } else {
-      run_prescaled_overlap<P, false, PK>(args, t, cps, smem, acc, wrow, rref);
-    }
-  } else if (upper) {
-    run_prescaled<P, true, PK>(args, t, cps, smem, acc, wrow, rref);
+  if (t.mrows > kTokens / 2) {
+    run_prescaled_overlap<P, true, PK>(args, t, cps, smem, acc, wrow, rref);
   } else {
-    run_prescaled<P, false, PK>(args, t, cps, smem, acc, wrow, rref);
+    run_prescaled_overlap<P, false, PK>(args, t, cps, smem, acc, wrow, rref);
   }
 }
 
@@ -634,21 +545,21 @@ __device__ __forceinline__ void run_prescaled_form(const SkinnyGemmArgs& args, c
 // the byte offset of its shift table, (code - reference + 8) x 8 = (code - row max + 14) x 8 (0 .. 112:
 // every byte of a kRowRef row is within 14 of its max), so a step's table is one byte select and one
 // load instead of a select, a subtraction, an address and a load. Two threads a row, as tile_mode_rows.
-template <bool kOverlap>
+template <typename = void>
 __device__ __forceinline__ void scales_to_table_offsets(std::uint8_t* smem, const Tile& t,
                                                         const std::uint32_t* row_max_s) {
   const int r = threadIdx.x / 2;
-  const std::uint32_t mx = kOverlap ? row_max_s[r] : row_max(t.ws, t, r);
-  __syncthreads();  // everyone's reads of the codes (row_max, the references) are done
+  const std::uint32_t mx = row_max_s[r];
+  __syncthreads();  // everyone's reads of the codes (the references) are done
   const std::uint32_t add = ((14u - mx) & 0xffu) * 0x01010101u;
   auto* row = reinterpret_cast<std::uint32_t*>(smem + Smem::kWs + r * t.wstride);
   for (int kt = threadIdx.x % 2; kt < t.ktiles; kt += 2) row[kt] = __vadd4(row[kt], add) << 3;
   __syncthreads();
 }
 
-// One weight tile's GEMM from its scale form on (mode; its rows' largest scale bytes in row_max, form
-// >= 1) to its stores. kOverlap: run_prescaled_overlap; else the session-6 run_prescaled and row_max scan.
-template <bool kOverlap, bool PK>
+// One weight tile's GEMM from its scale form on (mode; its rows' largest scale bytes in row_max_s) to its
+// stores.
+template <bool PK>
 __device__ __forceinline__ void run_tile(const SkinnyGemmArgs& args, const Tile& t, const Copies& cps,
                                          std::uint8_t* smem, int mode, const std::uint32_t* row_max_s) {
   const int tid = threadIdx.x;
@@ -662,14 +573,14 @@ __device__ __forceinline__ void run_tile(const SkinnyGemmArgs& args, const Tile&
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = wrow + 8 * h;
-      rref[h] = static_cast<int>(kOverlap ? row_max_s[r] : row_max(t.ws, t, r)) - 6;
+      rref[h] = static_cast<int>(row_max_s[r]) - 6;
       rscale[h] = __uint_as_float(static_cast<std::uint32_t>(rref[h]) << 23);
     }
-    if constexpr (PK) scales_to_table_offsets<kOverlap>(smem, t, row_max_s);
-    run_prescaled_form<kOverlap, kRowRef, PK>(args, t, cps, smem, acc, wrow, rref);
+    if constexpr (PK) scales_to_table_offsets(smem, t, row_max_s);
+    run_prescaled_form<kRowRef, PK>(args, t, cps, smem, acc, wrow, rref);
   } else if (mode == kStageRef) {
     const int rref[2] = {0, 0};
-    run_prescaled_form<kOverlap, kStageRef, PK>(args, t, cps, smem, acc, wrow, rref);
+    run_prescaled_form<kStageRef, PK>(args, t, cps, smem, acc, wrow, rref);
   } else {
     run_per_block<PK>(args, t, cps, smem, acc, wrow);
   }
@@ -680,11 +591,9 @@ __device__ __forceinline__ void run_tile(const SkinnyGemmArgs& args, const Tile&
 
 // Grid: (n / 128, max items, weight sets). Per output element the K order is fixed by K and the weight
 // tile alone (128-K stages in ascending order; the form is chosen from the tile's scales), so a token's
-// result never depends on its item, the batch or the kernel form. kForm 1 (the default): tile_mode_rows
-// and the overlapped main loop; 0: the session-6 kernel (CudaBackendOptions::moe_prefill_fp8_form). PK:
-// K-permuted operands (stage_fragments, xs_slot, scales_to_table_offsets); the forms of one operand
-// order give the same bits.
-template <int kForm, bool PK>
+// result never depends on its item or the batch. PK: K-permuted operands (stage_fragments, xs_slot,
+// scales_to_table_offsets).
+template <bool PK>
 __global__ void __launch_bounds__(kThreads, 1) moe_prefill_fp8_kernel(SkinnyGemmArgs args) {
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(1024) std::uint8_t smem_in[];
@@ -728,8 +637,8 @@ __global__ void __launch_bounds__(kThreads, 1) moe_prefill_fp8_kernel(SkinnyGemm
   cp_async_wait_group<kStages - 3>();
   __syncthreads();  // the scales (and the shift tables)
   auto* row_max_s = reinterpret_cast<std::uint32_t*>(smem + Smem::kRowMax);
-  const int mode = kForm == 1 ? tile_mode_rows(t.ws, t, row_max_s) : tile_mode(t.ws, t);
-  run_tile<kForm == 1, PK>(args, t, cps, smem, mode, row_max_s);
+  const int mode = tile_mode_rows(t.ws, t, row_max_s);
+  run_tile<PK>(args, t, cps, smem, mode, row_max_s);
 #else
   __trap();
 #endif
@@ -743,12 +652,10 @@ bool moe_prefill_fp8_fits(std::int64_t n, std::int64_t k, const DevWeight& w) {
          reinterpret_cast<std::uintptr_t>(w.data) % 16 == 0;
 }
 
-void launch_moe_prefill_fp8(const SkinnyGemmArgs& args, int grid_y, int grid_z, int form, bool k_permuted,
-                            cudaStream_t stream) {
+void launch_moe_prefill_fp8(const SkinnyGemmArgs& args, int grid_y, int grid_z, bool k_permuted, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(args.n / kWRows), static_cast<unsigned>(grid_y), static_cast<unsigned>(grid_z));
   const int smem = Smem::bytes(args.k);
-  auto* kernel = k_permuted ? (form == 0 ? moe_prefill_fp8_kernel<0, true> : moe_prefill_fp8_kernel<1, true>)
-                            : (form == 0 ? moe_prefill_fp8_kernel<0, false> : moe_prefill_fp8_kernel<1, false>);
+  auto* kernel = k_permuted ? moe_prefill_fp8_kernel<true> : moe_prefill_fp8_kernel<false>;
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   kernel<<<grid, kThreads, static_cast<std::size_t>(smem), stream>>>(args);
 }
