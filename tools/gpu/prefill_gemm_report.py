@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """How close one prefill forward's GEMMs come to the tensor-core peaks (issue 6's prefill goal: "40% of
 the fp8 peak in the GEMMs"), from a kernel_trace.cpp CSV of v4_model_bench --prefill T and the model's
-config.json. The forward is the longest one in the trace (prefill_trace_report.py's cut). Kernels are
+config.json. The forward is the timed one of the largest prompt: the last forward whose device busy time is
+within 10% of the most (the bench's warm-up of the same length runs just before it). Kernels are
 put into GEMM families by name; each family's useful FLOPs come from the config (every projection the
 first --layers layers run on T tokens, as weight_manifest.cpp lists them; routed experts at
 num_experts_per_tok per token; the logits head, run on one row per sequence, is left out). Prints each
@@ -23,6 +24,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kernel_trace_report import read_trace  # noqa: E402
+from prefill_trace_report import split_forwards, timed_forward  # noqa: E402
 
 # Kernel name patterns per family, first match wins. cuBLASLt's Hopper kernels are "nvjet_sm90_*":
 # "qq" in the operand letters = e4m3 x e4m3 (the block-scaled FP8 GEMM), otherwise bf16.
@@ -80,15 +82,6 @@ def trace_peaks(rows, marker):
     return median["fp8"], median["bf16"]
 
 
-def longest_forward(rows, marker):
-    starts = [i for i, r in enumerate(rows) if r[2] == "k" and marker in r[3]]
-    if not starts:
-        sys.exit(f"prefill_gemm_report: no '{marker}' kernel in the trace")
-    bounds = starts + [len(rows)]
-    forwards = [rows[bounds[j]:bounds[j + 1]] for j in range(len(starts))]
-    return max(forwards, key=lambda f: f[-1][1] - f[0][0])
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("trace")
@@ -111,7 +104,7 @@ def main():
         return (traced, "this trace's ceiling launches") if traced else (earlier, "measured earlier")
     args.fp8_peak, fp8_source = pick(args.fp8_peak, traced_fp8, 1417.0)
     args.bf16_peak, bf16_source = pick(args.bf16_peak, traced_bf16, 784.0)
-    fwd = longest_forward(rows, args.marker)
+    fwd = timed_forward(split_forwards(rows, args.marker))
     ns = {family: 0 for family, _ in FAMILIES}
     for start, end, kind, name in fwd:
         family = family_of(name) if kind == "k" else None
