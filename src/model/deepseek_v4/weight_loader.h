@@ -100,17 +100,15 @@ class WeightLoader {
     const std::string name = stem + ".weight";
     Tensor w = fetch(name);
     check_shape(name, w, Shape{groups * rank, cols});
-    if (w.dtype() == DType::kF8E4M3 && be_.grouped_fp8_weights()) {
-      Tensor s = scale_tensor(stem);
+    if (w.dtype() == DType::kF8E4M3 && be_.grouped_fp8_weights() &&
+        rank % fp8_block(name, groups * rank, cols, fetch(stem + ".scale")) == 0) {
+      const Tensor s = scale_tensor(stem), full = upload(w);
       const int b = fp8_block(name, groups * rank, cols, s);
-      if (rank % b == 0) {
-        const Tensor full = upload(w);
-        std::vector<ops::LinearWeight> out;
-        for (int g = 0; g < groups; ++g)
-          out.push_back({ops::WeightFormat::kFp8Block, full.narrow(0, g * rank, rank), s.narrow(0, g * (rank / b), rank / b),
-                         b});
-        return out;
-      }
+      std::vector<ops::LinearWeight> out;
+      for (int g = 0; g < groups; ++g)
+        out.push_back({ops::WeightFormat::kFp8Block, full.narrow(0, g * rank, rank), s.narrow(0, g * (rank / b), rank / b),
+                       b});
+      return out;
     }
     if (w.dtype() == DType::kF8E4M3) {
       const Tensor s = on_host(src_.tensor(stem + ".scale"));

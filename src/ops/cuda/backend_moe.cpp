@@ -105,15 +105,12 @@ bool moe_prefill_ok(std::span<const ExpertWeights> experts, std::int64_t dim, st
   return true;
 }
 
-// The fp8 prefill GEMM (moe_prefill_fp8_wgmma.cu) for this step: prefill-sized (moe_prefill_min_rows
-// rows per expert on average), switched on, sm_90a, not batch-invariant, act block 128 and every fp4
-// expert weight fitting it. It runs in the skinny pipeline (act-quant codes, SwiGLU codes).
+// The fp8 prefill GEMM (moe_prefill_fp8_wgmma.cu) for a prefill-sized step (moe_experts decides that):
+// switched on, sm_90a, not batch-invariant, act block 128 and every fp4 expert weight fitting it. It runs
+// in the skinny pipeline (act-quant codes, SwiGLU codes).
 bool moe_prefill_fp8_ok(const CudaBackendOptions& o, bool wgmma, std::span<const ExpertWeights> experts,
-                        std::int64_t dim, std::int64_t inter, std::int64_t pairs, int act_block) {
-  const auto n_exp = static_cast<std::int64_t>(experts.size());
-  if (!o.moe_prefill_fp8 || !wgmma || o.batch_invariant || act_block != 128 || o.moe_prefill_min_rows <= 0 ||
-      pairs < o.moe_prefill_min_rows * std::min(n_exp, pairs))
-    return false;
+                        std::int64_t dim, std::int64_t inter, int act_block) {
+  if (!o.moe_prefill_fp8 || !wgmma || o.batch_invariant || act_block != 128) return false;
   for (const ExpertWeights& ew : experts)
     if (ew.w1.format != WeightFormat::kFp4 || !moe_prefill_fp8_fits(inter, dim, dev_weight(ew.w1)) ||
         !moe_prefill_fp8_fits(inter, dim, dev_weight(ew.w3)) || !moe_prefill_fp8_fits(dim, inter, dev_weight(ew.w2)))
@@ -220,12 +217,12 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& expert_ids, const T
 
   // Prefill: many rows per fp4 expert take the bf16 pipeline below with the 128-row-item GEMM
   // (bit-identical to its mma.sync kernel, so batch-invariant mode may take it too).
-  const bool prefill = options_.moe_prefill_min_rows > 0 &&
-                       pairs >= options_.moe_prefill_min_rows * std::min(n_exp_all, pairs) &&
-                       moe_prefill_ok(experts, dim, inter);
+  const bool prefill_sized =
+      options_.moe_prefill_min_rows > 0 && pairs >= options_.moe_prefill_min_rows * std::min(n_exp_all, pairs);
+  const bool prefill = prefill_sized && moe_prefill_ok(experts, dim, inter);
   // The fp8 prefill GEMM runs in the skinny pipeline below (its codes and scales) on 128-row items.
   const bool prefill_fp8 =
-      moe_prefill_fp8_ok(options_, arch_->wgmma, experts, dim, inter, pairs, options.act_quant_block);
+      prefill_sized && moe_prefill_fp8_ok(options_, arch_->wgmma, experts, dim, inter, options.act_quant_block);
   // (The grid's y dimension holds the work items: at most pairs / 8 + experts + 1 of them.)
   if ((!prefill || prefill_fp8) && !options_.batch_invariant && fp8_eligible(e0.w1, options.act_quant_block) &&
       fp8_eligible(e0.w2, options.act_quant_block) && pairs / kSkinnyRowsSmall + n_exp_all + 1 <= 65535) {

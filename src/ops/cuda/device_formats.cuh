@@ -85,6 +85,13 @@ __device__ __forceinline__ float ue8m0_to_f32(std::uint8_t code) {
   return __uint_as_float(static_cast<std::uint32_t>(code) << 23);
 }
 
+// Where act code i sits in a K-permuted row (launch_act_quant_codes' k_permuted, the SwiGLU codes): the
+// even elements of each 32-column block first, then the odd ones — the operand order of the routed
+// experts' wgmma GEMMs (moe_fp4_wgmma.cu, moe_prefill_fp8_wgmma.cu).
+__device__ __forceinline__ std::int64_t k_permuted_col(std::int64_t i) {
+  return (i & ~std::int64_t{31}) | ((i & 31) >> 1) | ((i & 1) << 4);
+}
+
 // Smallest power of two >= value (value finite, > 0), from the f32 bits like DeepSeek's kernels.
 __device__ __forceinline__ float pow2_ceil(float value) {
   const std::uint32_t bits = __float_as_uint(value) & 0x7fffffffu;

@@ -65,7 +65,7 @@ __global__ void act_quant_warp_kernel(DevRows x, int nblocks, void* out, std::in
   const std::int64_t k = x.width;
   auto put = [&](std::int64_t i, float v, float s) {
     if constexpr (MODE == 0 || MODE == 3) {
-      const std::int64_t at = MODE == 3 ? (i & ~std::int64_t{31}) | ((i & 31) >> 1) | ((i & 1) << 4) : i;
+      const std::int64_t at = MODE == 3 ? k_permuted_col(i) : i;
       static_cast<std::uint8_t*>(out)[r * ld + at] = s > 0.0f ? f32_to_e4m3(fminf(fmaxf(v / s, -kE4M3MaxF), kE4M3MaxF)) : 0;
     } else if constexpr (MODE == 1) {
       static_cast<std::uint16_t*>(out)[r * ld + i] = f32_to_bf16_bits(s > 0.0f ? fake_fp8(v, s) : 0.0f);

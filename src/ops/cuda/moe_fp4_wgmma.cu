@@ -182,10 +182,7 @@ __device__ __forceinline__ void rega_fragments_permuted(std::uint32_t (&a)[4][4]
 #pragma unroll
   for (int p = 0; p < 2; ++p) {
     std::uint32_t w[4];
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
-                 : "r"(at + 32 * p)
-                 : "memory");
+    ldsm_x4(at + 32 * p, w);
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const uint2 e = e2m1x8_to_e4m3x8_scaled(w[j]);

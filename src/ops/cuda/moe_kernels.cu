@@ -247,7 +247,7 @@ __global__ void moe_swiglu_kernel(MoeSwigluArgs a) {
       const float s = fp8_block_scale(warp_max(amax));
       if (a.codes) {
         for (std::int64_t j = b0 + lane; j < b1; j += 32)
-          a.codes[p * a.ld + (a.codes_k_permuted ? (j & ~std::int64_t{31}) | ((j & 31) >> 1) | ((j & 1) << 4) : j)] =
+          a.codes[p * a.ld + (a.codes_k_permuted ? k_permuted_col(j) : j)] =
               f32_to_e4m3(fminf(fmaxf(h[j] / s, -kE4M3MaxF), kE4M3MaxF));
         if (lane == 0) a.code_scales[(b0 / a.act_block) * a.scales_ld + p] = s;
       } else {
@@ -278,8 +278,7 @@ __global__ void __launch_bounds__(128) moe_swiglu_codes128_kernel(MoeSwigluArgs 
   if (threadIdx.x % 32 == 0) wmax[threadIdx.x / 32] = m;
   __syncthreads();
   const float s = fp8_block_scale(fmaxf(fmaxf(wmax[0], wmax[1]), fmaxf(wmax[2], wmax[3])));
-  // (K-permuted codes: even columns of each 32-column block first, launch_act_quant_codes' order)
-  const std::int64_t at = a.codes_k_permuted ? (j & ~std::int64_t{31}) | ((j & 31) >> 1) | ((j & 1) << 4) : j;
+  const std::int64_t at = a.codes_k_permuted ? k_permuted_col(j) : j;
   a.codes[p * a.ld + at] = f32_to_e4m3(fminf(fmaxf(h / s, -kE4M3MaxF), kE4M3MaxF));
   if (threadIdx.x == 0) a.code_scales[static_cast<std::int64_t>(blockIdx.y) * a.scales_ld + p] = s;
 }
