@@ -1,0 +1,317 @@
+// V4's grouped output projection wo_a (8 groups x [1024, 4096], FP8 e4m3 with 128x128 block scales as
+// released) at decode batches 1..256 on Hopper's warpgroup MMA, straight from the FP8 blocks. The
+// reference computes wo_a in bf16 (each weight = bf16(code x block scale), bf16 activations, f32 sums):
+// here each thread widens its own A fragment's codes to exactly those bf16 weights in registers and runs
+// bf16 wgmma m64nNTk16 with A from registers, B = the tokens' bf16 activations.
+//
+// Shape: a CTA owns 64 weight rows of one group (wgmma M) for NT tokens (8/16/32/64 by template, rows
+// >= m zero-filled) over all of K; its two warpgroups take the two halves of K (a fixed split: from K
+// only) and their partials are added in warpgroup order at the end, so a row's bits never depend on the
+// batch. Each warpgroup streams its K half through its own cp.async ring of 128-K stages: the 64 x 128
+// e4m3 weight tile (8 KB, 128-byte swizzled rows: conflict-free 16-byte reads) and the NT x 128 bf16
+// activation tile (two 64-K halves, each NT x 128 bytes K-major, 128-byte swizzle: the wgmma B operand).
+// Per 16-K step a thread reads 16 bytes of its two weight rows, picks its fragment's two code pairs with
+// one PRMT each, widens them (e4m3 -> f16 exact, x scale in f32, rounded to bf16: the host
+// dequantisation's bits) and issues one wgmma that accumulates in f32 across all of K.
+//
+// Layout facts (shared with fp8_wgmma_decode.cu / moe_prefill_wgmma.cu, confirmed on the H200 there):
+// smem descriptor: K-major, 128-byte swizzle, SBO 1024, tile bases 1024-aligned; the bf16 k16 step s of a
+// 64-K swizzle row = descriptor start + 32 s bytes; accumulator register 4j + e of warp w, lane l =
+// (row 16 w + l / 4 + 8 (e / 2), column 8 j + 2 (l % 4) + e % 2). The register-A fragment of
+// m64nNk16.bf16 is mma.sync m16n8k16's A fragment per warp (warp w of the warpgroup: rows 16w..16w+15):
+// a[0] = (row l / 4, K 2 (l % 4) + {0, 1}), a[1] = 8 rows below, a[2] / a[3] = the same at K + 8.
+#include <cuda_fp8.h>
+
+#include <algorithm>
+
+#include "ops/cuda/dependent_launch.cuh"
+#include "ops/cuda/device_formats.cuh"
+#include "ops/cuda/grouped_fp8_wgmma.h"
+#include "ops/cuda/mma_sync.cuh"
+#include "ops/cuda/wgmma_sm90.cuh"
+
+namespace deepinfer::ops::cuda {
+namespace {
+
+using wgmma::fence_operands;
+using wgmma::fence_proxy_async;
+using wgmma::smem_desc;
+using wgmma::swizzled;
+using wgmma::wgmma_commit;
+using wgmma::wgmma_fence;
+using wgmma::wgmma_wait_all;
+
+constexpr int kWarpgroups = 2;  // K halves per CTA
+constexpr int kThreads = 128 * kWarpgroups;
+constexpr int kRowsW = 64;            // weight rows per CTA (wgmma M)
+constexpr int kBK = 128;              // K per stage: one 128x128 scale block, one 128-byte e4m3 row
+constexpr int kWTile = kRowsW * kBK;  // 8 KB of e4m3
+
+template <int NT>
+struct Cfg {
+  // Stages per warpgroup: 5 x 8 KB of weights in flight per warpgroup at 8 tokens (batch 1: one CTA
+  // per SM, two rings), fewer for wider token tiles (one 128 KB-144 KB CTA per SM).
+  static constexpr int kStages = NT <= 8 ? 6 : NT <= 16 ? 5 : NT <= 32 ? 4 : 3;
+  static constexpr int kBTile = NT * kBK * 2;       // bf16: two 64-K halves of NT x 128 bytes
+  static constexpr int kStage = kWTile + kBTile;    // multiple of 1024: tile bases stay aligned
+  static constexpr int kRing = kStages * kStage;    // one warpgroup's ring
+  static constexpr int kSmem = kWarpgroups * kRing + 1024;  // + alignment slack
+  static_assert(NT % 8 == 0 && NT * 128 % 1024 == 0, "B halves must stay 1024-aligned");
+};
+
+// 16-byte weight copy asking L2 for the surrounding 256 bytes (the next stage's piece of the same row).
+__device__ __forceinline__ void cp_async_weight16(std::uint32_t dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
+}
+
+__device__ __forceinline__ uint4 lds128(std::uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
+  return v;
+}
+
+// Two e4m3 codes (low byte first) -> bf16x2 of code x scale: e4m3 -> f16 is exact, the f32 product is the
+// host dequantisation's (io::dequantize_fp8_block), rounded to bf16 the same way (as the skinny bf16
+// kernel's FP8 form does).
+__device__ __forceinline__ std::uint32_t widen_e4m3x2(std::uint32_t two, float scale) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two & 0xffffu), __NV_E4M3);
+  const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
+  const __nv_bfloat162 b = __floats2bfloat162_rn(f.x * scale, f.y * scale);
+  return *reinterpret_cast<const std::uint32_t*>(&b);
+}
+
+// d (+)= A · B, A (64 x 16 bf16) from registers (a[0..3]: the fragment above), B (N x 16 bf16, K-major)
+// through its descriptor; N = 2 x the registers of d (8, 16, 32, 64).
+template <int R>
+__device__ __forceinline__ void wgmma_bf16_rs(float (&d)[R], const std::uint32_t (&a)[4], std::uint64_t db);
+
+template <>
+__device__ __forceinline__ void wgmma_bf16_rs<4>(float (&d)[4], const std::uint32_t (&a)[4], std::uint64_t db) {
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, 1, 1, 1, 0;\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+template <>
+__device__ __forceinline__ void wgmma_bf16_rs<8>(float (&d)[8], const std::uint32_t (&a)[4], std::uint64_t db) {
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, "
+      "{%8, %9, %10, %11}, %12, 1, 1, 1, 0;\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+template <>
+__device__ __forceinline__ void wgmma_bf16_rs<16>(float (&d)[16], const std::uint32_t (&a)[4], std::uint64_t db) {
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, "
+      "%12, %13, %14, %15}, {%16, %17, %18, %19}, %20, 1, 1, 1, 0;\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+template <>
+__device__ __forceinline__ void wgmma_bf16_rs<32>(float (&d)[32], const std::uint32_t (&a)[4], std::uint64_t db) {
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+      "}, {%32, %33, %34, %35}, %36, 1, 1, 1, 0;\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+
+// Warpgroup barrier over its 128 threads (ids 1, 2: 0 is __syncthreads).
+__device__ __forceinline__ void warpgroup_sync(int wg) {
+  asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
+}
+
+__device__ __forceinline__ float scale_at(const GroupedFp8WgmmaArgs& args, const std::uint8_t* row, std::int64_t col) {
+  return args.scale_f32 ? __ldg(reinterpret_cast<const float*>(row) + col) : ue8m0_to_f32(__ldg(row + col));
+}
+
+// Grid: token tiles x groups x (n / 64), the token tile fastest (the CTAs that share a weight tile run
+// together: one HBM read, the others from L2). SB = scale blocks per 128-K stage: 1 (128x128 blocks) or
+// 4 (32x32: a k16 step's scale is its 32-K block's).
+template <int NT, int SB>
+__global__ void __launch_bounds__(kThreads, 1) grouped_fp8_wgmma_kernel(GroupedFp8WgmmaArgs args) {
+#if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using C = Cfg<NT>;
+  constexpr int kStages = C::kStages;
+  extern __shared__ __align__(1024) std::uint8_t smem_in[];
+  std::uint8_t* smem = smem_in + ((1024 - smem_u32(smem_in) % 1024) % 1024);
+
+  const int tid = threadIdx.x, wg = tid / 128, t128 = tid % 128;
+  const int lane = tid % 32, wq = t128 / 32, g = lane / 4, tq = lane % 4;
+  const int m = static_cast<int>(args.x.rows);
+  const int token_tiles = (m + NT - 1) / NT;
+  const std::int64_t row_tiles = args.n / kRowsW;
+  const int tok_tile = static_cast<int>(blockIdx.x % token_tiles);
+  const std::int64_t wt = blockIdx.x / token_tiles;
+  const int grp = static_cast<int>(wt / row_tiles);
+  const std::int64_t n0 = (wt % row_tiles) * kRowsW;
+  const int row0 = tok_tile * NT;
+  const int mrows = min(NT, m - row0);
+  const int kb_total = static_cast<int>(args.k / kBK);
+  const int per_wg = (kb_total + kWarpgroups - 1) / kWarpgroups;
+  const int kb0 = wg * per_wg;
+  const int nk = max(0, min(per_wg, kb_total - kb0));
+
+  std::uint8_t* ring = smem + wg * C::kRing;
+  const auto* w_bytes = static_cast<const std::uint8_t*>(args.w[grp]);
+  const auto* x_base = static_cast<const std::uint16_t*>(args.x.base) + static_cast<std::int64_t>(grp) * args.k;
+  // This warp's 16 weight rows lie in one scale row (block 128: the CTA's 64; block 32: 16w..16w+15).
+  const std::int64_t bytes_per_scale = args.scale_f32 ? 4 : 1;
+  const auto* scale_row = static_cast<const std::uint8_t*>(args.w_scale[grp]) +
+                          ((n0 + 16 * wq) / args.block) * args.scale_ld * bytes_per_scale;
+
+  auto load_weights = [&](int stage, int kb) {
+    std::uint8_t* dst = ring + stage * C::kStage;
+#pragma unroll
+    for (int i = 0; i < kRowsW * 8 / 128; ++i) {  // 4 16-byte chunks per thread
+      const int idx = t128 + i * 128, r = idx / 8, c = idx % 8;
+      cp_async_weight16(smem_u32(dst + swizzled(r, c)), w_bytes + (n0 + r) * args.k + kb * kBK + c * 16);
+    }
+  };
+  auto load_acts = [&](int stage, int kb) {
+    std::uint8_t* dst = ring + stage * C::kStage + kWTile;
+#pragma unroll
+    for (int i = 0; i < (NT * 16 + 127) / 128; ++i) {  // NT rows x 16 chunks of 8 bf16
+      const int idx = t128 + i * 128, r = idx / 16, c = idx % 16;
+      if (NT * 16 % 128 == 0 || idx < NT * 16) {
+        const bool valid = r < mrows;
+        const std::uint16_t* src =
+            valid ? x_base + static_cast<std::int64_t>(row0 + r) * args.x.stride + kb * kBK + c * 8 : x_base;
+        cp_async16_zfill(smem_u32(dst + (c / 8) * NT * 128 + swizzled(r, c % 8)), src, valid);
+      }
+    }
+  };
+
+  float acc[NT / 2];
+#pragma unroll
+  for (int i = 0; i < NT / 2; ++i) acc[i] = 0.0f;
+
+  // The prologue's weight stages are immutable: they stream in before the wait for the previous kernel;
+  // the activations only after it. Stage s is cp.async group s (the weights all ride in group 0), so
+  // stage t's group always has kStages - 2 newer ones when it is waited for.
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s)
+    if (s < nk) load_weights(s, kb0 + s);
+  float sc[SB];
+#pragma unroll
+  for (int sb = 0; sb < SB; ++sb) sc[sb] = nk > 0 ? scale_at(args, scale_row, kb0 * SB + sb) : 0.0f;
+  grid_dependency_wait();
+  allow_dependents_early();
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < nk) load_acts(s, kb0 + s);
+    cp_async_commit_group();
+  }
+
+  // Thread (g, tq)'s fragment pairs: bytes 2 tq, 2 tq + 1 of each 8-byte half of a 16-K chunk.
+  const std::uint32_t sel = static_cast<std::uint32_t>(2 * tq) | static_cast<std::uint32_t>(2 * tq + 1) << 4;
+  const int r_lo = 16 * wq + g, r_hi = r_lo + 8;
+  for (int t = 0; t < nk; ++t) {
+    cp_async_wait_group<kStages - 2>();  // this thread's copies of stage t have landed
+    fence_proxy_async();                 // ... and are visible to the async proxy (wgmma)
+    warpgroup_sync(wg);                  // everyone's copies; everyone's wgmmas of stage t - 1 are done
+    if (t + kStages - 1 < nk) {
+      load_weights((t + kStages - 1) % kStages, kb0 + t + kStages - 1);
+      load_acts((t + kStages - 1) % kStages, kb0 + t + kStages - 1);
+    }
+    cp_async_commit_group();
+    float sc_next[SB];
+#pragma unroll
+    for (int sb = 0; sb < SB; ++sb) sc_next[sb] = t + 1 < nk ? scale_at(args, scale_row, (kb0 + t + 1) * SB + sb) : 0.0f;
+
+    const std::uint32_t a_addr = smem_u32(ring + (t % kStages) * C::kStage);
+    const std::uint32_t b_addr = a_addr + kWTile;
+    std::uint32_t frag[kBK / 16][4];
+#pragma unroll
+    for (int j = 0; j < kBK / 16; ++j) {
+      const uint4 lo = lds128(a_addr + swizzled(r_lo, j)), hi = lds128(a_addr + swizzled(r_hi, j));
+      const float s = sc[j * SB / (kBK / 16)];
+      frag[j][0] = widen_e4m3x2(__byte_perm(lo.x, lo.y, sel), s);
+      frag[j][1] = widen_e4m3x2(__byte_perm(hi.x, hi.y, sel), s);
+      frag[j][2] = widen_e4m3x2(__byte_perm(lo.z, lo.w, sel), s);
+      frag[j][3] = widen_e4m3x2(__byte_perm(hi.z, hi.w, sel), s);
+      fence_operands(frag[j]);
+      wgmma_fence();  // this step's fragment registers were just written
+      wgmma_bf16_rs(acc, frag[j], smem_desc(b_addr + (j / 4) * NT * 128 + (j % 4) * 32));
+    }
+    wgmma_commit();
+    wgmma_wait_all();
+    fence_operands(acc);
+#pragma unroll
+    for (int j = 0; j < kBK / 16; ++j) fence_operands(frag[j]);
+#pragma unroll
+    for (int sb = 0; sb < SB; ++sb) sc[sb] = sc_next[sb];
+  }
+  cp_async_wait_group<0>();
+
+  // Warpgroup 1's partial joins warpgroup 0's through shared memory (the rings are idle now).
+  __syncthreads();
+  auto* red = reinterpret_cast<float*>(smem);
+  if (wg == 1) {
+#pragma unroll
+    for (int i = 0; i < NT / 2; ++i) red[i * 128 + t128] = acc[i];
+  }
+  __syncthreads();
+  if (wg != 0) return;
+  const std::int64_t col0 = static_cast<std::int64_t>(grp) * args.n + n0 + 16 * wq + g;
+#pragma unroll
+  for (int j = 0; j < NT / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int token = 8 * j + 2 * tq + (e % 2);
+      if (token >= mrows) continue;
+      const float v = acc[4 * j + e] + red[(4 * j + e) * 128 + t128];
+      const std::int64_t at = static_cast<std::int64_t>(row0 + token) * args.ldo + col0 + 8 * (e / 2);
+      if (args.out_bf16) {
+        static_cast<std::uint16_t*>(args.out)[at] = f32_to_bf16_bits(v);
+      } else {
+        static_cast<float*>(args.out)[at] = v;
+      }
+    }
+#else
+  __trap();
+#endif
+}
+
+template <int NT, int SB>
+void launch_nt(const GroupedFp8WgmmaArgs& args, cudaStream_t stream, bool dependent) {
+  const std::int64_t token_tiles = (args.x.rows + NT - 1) / NT;
+  const dim3 grid(static_cast<unsigned>(token_tiles * args.groups * (args.n / kRowsW)));
+  constexpr int smem = Cfg<NT>::kSmem;
+  // Per call, not cached: the attribute belongs to the current device, and setting it is cheap.
+  cudaFuncSetAttribute(grouped_fp8_wgmma_kernel<NT, SB>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  launch_dependent(grouped_fp8_wgmma_kernel<NT, SB>, grid, dim3(kThreads), smem, stream, dependent, args);
+}
+
+template <int SB>
+void launch_sb(const GroupedFp8WgmmaArgs& args, cudaStream_t stream, bool dependent) {
+  if (args.x.rows <= 8) {
+    launch_nt<8, SB>(args, stream, dependent);
+  } else if (args.x.rows <= 16) {
+    launch_nt<16, SB>(args, stream, dependent);
+  } else if (args.x.rows <= 32) {
+    launch_nt<32, SB>(args, stream, dependent);
+  } else {
+    launch_nt<64, SB>(args, stream, dependent);
+  }
+}
+
+}  // namespace
+
+void launch_grouped_fp8_wgmma(const GroupedFp8WgmmaArgs& args, cudaStream_t stream, bool dependent) {
+  if (args.x.rows <= 0 || args.n <= 0 || args.groups <= 0) return;
+  if (args.block == 32) {
+    launch_sb<4>(args, stream, dependent);
+  } else {
+    launch_sb<1>(args, stream, dependent);
+  }
+}
+
+}  // namespace deepinfer::ops::cuda
