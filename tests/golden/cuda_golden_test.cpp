@@ -368,8 +368,10 @@ TEST_P(CudaGolden, CpuModelOpsGiveTheSameResultsOnCopies) {
 // prompts of different lengths, run on a model with graphs and on one without: the replayed steps must
 // give the eager steps' logits bit for bit, step after step (the graph's state writes — rings,
 // compressor groups, compressed rows — feed the next replay exactly as eager ones do). V4 and V4.1.
+// `eager` runs on eager_be (the shared backend by default; another backend's options for A/B tests).
 template <class M>
-void expect_graph_replays_equal_eager_steps(const Fixture& f, M& graphed, M& eager) {
+void expect_graph_replays_equal_eager_steps(const Fixture& f, M& graphed, M& eager,
+                                            ops::Backend& eager_be = cuda_backend()) {
   const std::int64_t vocab = graphed.config().vocab_size;
   const auto n = static_cast<std::int64_t>(f.ids.size());
   constexpr std::int64_t kSteps = 8;
@@ -377,11 +379,12 @@ void expect_graph_replays_equal_eager_steps(const Fixture& f, M& graphed, M& eag
   std::vector<std::vector<float>> out[2];
   for (int which = 0; which < 2; ++which) {
     M& m = which == 0 ? graphed : eager;
+    ops::Backend& be = which == 0 ? cuda_backend() : eager_be;
     std::vector<std::unique_ptr<model::v4::SequenceState>> seqs;
     for (std::int64_t s = 0; s < 3; ++s) {  // prompts of n - kSteps - s tokens
       seqs.push_back(m.new_sequence());
       const std::int64_t len = n - kSteps - s;
-      Tensor l = cuda_backend().empty(Shape{1, vocab}, DType::kF32);
+      Tensor l = be.empty(Shape{1, vocab}, DType::kF32);
       const model::SequenceModel::Chunk c{seqs.back().get(), std::span(f.ids).first(static_cast<std::size_t>(len)), 1};
       m.forward({&c, 1}, l);
     }
@@ -390,10 +393,10 @@ void expect_graph_replays_equal_eager_steps(const Fixture& f, M& graphed, M& eag
       for (std::int64_t s = 0; s < 3; ++s)
         batch.push_back({seqs[static_cast<std::size_t>(s)].get(),
                          std::span(f.ids).subspan(static_cast<std::size_t>(n - kSteps - s + step), 1), 1});
-      Tensor l = cuda_backend().empty(Shape{3, vocab}, DType::kF32);
+      Tensor l = be.empty(Shape{3, vocab}, DType::kF32);
       m.forward(batch, l);
       Tensor host = Tensor::empty(Shape{3, vocab}, DType::kF32);
-      cuda_backend().copy(l, host);
+      be.copy(l, host);
       out[which].emplace_back(host.data<float>(), host.data<float>() + host.numel());
     }
   }
@@ -417,6 +420,26 @@ TEST_P(CudaGolden, DecodeStepsReplayedAsGraphsEqualEagerSteps) {
   };
   auto graphed = load(true), eager = load(false);
   expect_graph_replays_equal_eager_steps(f, *graphed, *eager);
+}
+
+TEST_P(CudaGolden, DependentLaunchesGiveThePlainLaunchesBits) {
+  DEEPINFER_REQUIRE_GPU();
+  // Every kernel is a programmatic dependent of the one before it (the shared backend's default) and
+  // waits for it first: graph replays of decode steps so launched == eager steps on a backend that
+  // launches every kernel after its predecessor completed, bit for bit. A kernel touching memory before
+  // its wait would race with its predecessor and show here.
+  Fixture& f = fixture_inputs(GetParam());
+  static const auto plain = [] {
+    ops::CudaBackendOptions options;
+    options.dependent_launch = false;
+    return ops::make_cuda_backend(options);
+  }();
+  const auto weights = model::v4::checkpoint_weights(*f.checkpoint);
+  auto chained = Model::load(*weights, f.checkpoint->config(), cuda_backend(), NumericMode::kReferenceQat);
+  auto unchained = Model::load(*weights, f.checkpoint->config(), *plain, NumericMode::kReferenceQat);
+  chained->set_graphs(true);
+  unchained->set_graphs(false);
+  expect_graph_replays_equal_eager_steps(f, *chained, *unchained, *plain);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaGolden, ::testing::ValuesIn(all_cases("v4")), case_test_name);

@@ -1,6 +1,7 @@
 // Sparse MQA attention with sinks (online softmax over blocks of the index list, optional split of
 // the list across thread blocks for decode parallelism), the lightning indexer's scores and the
 // visibility-masked top-k (radix select + bitonic sort, ties to the lower index).
+#include "ops/cuda/dependent_launch.cuh"
 #include "ops/cuda/device_formats.cuh"
 #include "ops/cuda/kernels.h"
 
@@ -47,6 +48,7 @@ __device__ void stage_chunk(const AttentionArgs& a, const std::int32_t* idx, int
 
 // grid (T, head groups, splits); each block keeps its heads' accumulators in registers.
 __global__ void __launch_bounds__(kAttnThreads) sparse_attention_kernel(AttentionArgs a) {
+  enter_dependent_kernel();
   extern __shared__ float smem[];
   const int hg = a.heads_per_cta;
   float* q_s = smem;                               // [hg][d]
@@ -183,6 +185,7 @@ __global__ void __launch_bounds__(kAttnThreads) sparse_attention_kernel(Attentio
 
 // Merges the splits of one (token, head) row; the sink joins the denominator here.
 __global__ void attention_combine_kernel(AttentionArgs a) {
+  enter_dependent_kernel();
   const std::int64_t row = blockIdx.x;
   const int h = static_cast<int>(row % a.heads);
   float gmax = -INFINITY;
@@ -246,6 +249,7 @@ __device__ __forceinline__ void stage_rows(float* dst, int stride, int count_row
 // column order, float4 shared-memory reads); the 16 group sums are added in group order, so a
 // key's score depends on (heads, d) only, never on the batch.
 __global__ void __launch_bounds__(256) indexer_scores_kernel(IndexerArgs a) {
+  enter_dependent_kernel();
   extern __shared__ float smem[];
   const int stride = indexer_row_stride(a.d);
   float* q_s = smem;                          // [H][stride]
@@ -343,6 +347,7 @@ __device__ void select_bin(const int* hist, std::uint32_t prefix, std::uint32_t 
 // One block per row: radix-select the k-th largest key, collect everything above it plus the
 // lowest-index ties, then bitonic-sort (score desc, index asc).
 __global__ void __launch_bounds__(kTopkThreads) topk_visible_kernel(TopkArgs a) {
+  enter_dependent_kernel();
   extern __shared__ unsigned long long sel[];  // [pow2]
   __shared__ int hist[256];
   __shared__ unsigned int s_prefix, s_mask;
@@ -464,6 +469,7 @@ __global__ void __launch_bounds__(kTopkThreads) topk_visible_kernel(TopkArgs a) 
 // One block per row: each block's max over its visible entries (-inf where none; +inf for the
 // newest visible entry's block), and the inputs that let the top-k kernel rank all blocks.
 __global__ void candidate_block_max_kernel(CandidateArgs a) {
+  enter_dependent_kernel();
   const std::int64_t t = blockIdx.x;
   const std::int64_t pos1 = static_cast<std::int64_t>(a.positions[t]) + 1;
   const std::int64_t visible = pos1 <= 0 ? 0 : min(a.n, pos1 / a.ratio);
@@ -483,6 +489,7 @@ __global__ void candidate_block_max_kernel(CandidateArgs a) {
 
 // One block per row: -inf everywhere, then 0 over the entries of each kept block.
 __global__ void candidate_fill_kernel(CandidateArgs a) {
+  enter_dependent_kernel();
   const std::int64_t t = blockIdx.x;
   float* out = a.out + t * a.n;
   for (std::int64_t s = threadIdx.x; s < a.n; s += blockDim.x) out[s] = -INFINITY;
@@ -508,9 +515,9 @@ void launch_sparse_attention(const AttentionArgs& args, std::int64_t tokens, cud
   cudaFuncSetAttribute(sparse_attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>((args.heads + args.heads_per_cta - 1) / args.heads_per_cta),
                   static_cast<unsigned>(args.splits));
-  sparse_attention_kernel<<<grid, kAttnThreads, smem, stream>>>(args);
+  launch_chained(sparse_attention_kernel, grid, kAttnThreads, smem, stream, args);
   if (args.splits > 1)
-    attention_combine_kernel<<<static_cast<unsigned>(tokens * args.heads), 256, 0, stream>>>(args);
+    launch_chained(attention_combine_kernel, static_cast<unsigned>(tokens * args.heads), 256, 0, stream, args);
 }
 
 std::size_t indexer_smem_bytes(int heads, int d) {
@@ -522,12 +529,12 @@ void launch_indexer_scores(const IndexerArgs& args, std::int64_t tokens, cudaStr
   const std::size_t smem = indexer_smem_bytes(args.heads, args.d);
   cudaFuncSetAttribute(indexer_scores_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   const dim3 grid(static_cast<unsigned>((args.width + kIdxKeys - 1) / kIdxKeys), static_cast<unsigned>(tokens));
-  indexer_scores_kernel<<<grid, 256, smem, stream>>>(args);
+  launch_chained(indexer_scores_kernel, grid, 256, smem, stream, args);
 }
 
 void launch_candidate_mask(const CandidateArgs& args, std::int64_t rows, cudaStream_t stream) {
   if (rows == 0 || args.n == 0) return;
-  candidate_block_max_kernel<<<static_cast<unsigned>(rows), 256, 0, stream>>>(args);
+  launch_chained(candidate_block_max_kernel, static_cast<unsigned>(rows), 256, 0, stream, args);
   TopkArgs k;
   k.scores = args.best;
   k.score_stride = args.blocks;
@@ -541,7 +548,7 @@ void launch_candidate_mask(const CandidateArgs& args, std::int64_t rows, cudaStr
   k.out = args.picked;
   k.out_stride = args.take;
   launch_topk_visible(k, rows, stream);
-  candidate_fill_kernel<<<static_cast<unsigned>(rows), 256, 0, stream>>>(args);
+  launch_chained(candidate_fill_kernel, static_cast<unsigned>(rows), 256, 0, stream, args);
 }
 
 void launch_topk_visible(const TopkArgs& args, std::int64_t rows, cudaStream_t stream) {
@@ -549,7 +556,7 @@ void launch_topk_visible(const TopkArgs& args, std::int64_t rows, cudaStream_t s
   const std::size_t smem = static_cast<std::size_t>(args.pow2) * sizeof(unsigned long long);
   if (smem > 48 * 1024)
     cudaFuncSetAttribute(topk_visible_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-  topk_visible_kernel<<<static_cast<unsigned>(rows), kTopkThreads, smem, stream>>>(args);
+  launch_chained(topk_visible_kernel, static_cast<unsigned>(rows), kTopkThreads, smem, stream, args);
 }
 
 }  // namespace deepinfer::ops::cuda

@@ -123,6 +123,7 @@ CudaBackend::~CudaBackend() {
 }
 
 void CudaBackend::activate() const {
+  set_dependent_launch(options_.dependent_launch);  // this backend's choice for the launches of this op
   int current = -1;
   DI_CUDA_CHECK(cudaGetDevice(&current));
   if (current != device_) DI_CUDA_CHECK(cudaSetDevice(device_));

@@ -64,9 +64,11 @@ struct CudaBackendOptions {
   // measured faster (CudaBackend::fp8_wgmma_eligible). On by default; DEEPINFER_FP8_WGMMA=0 turns it
   // off. Ignored in batch-invariant mode (above 64 rows other kernels sum in other orders).
   bool fp8_wgmma_decode = true;
-  // Kernels that stream immutable weights launched as programmatic dependents of the kernel before them
-  // (sm_90+; dependent_launch.cuh): the FP8 wgmma decode GEMM fills its weight pipeline while the act
-  // quant before it runs, instead of after a full kernel boundary. Same results.
+  // Every kernel launched as a programmatic dependent of the kernel before it on its stream (sm_90+;
+  // dependent_launch.cuh, captured into graphs as programmatic edges): each kernel waits for its
+  // predecessor first thing and then lets its successor's CTAs launch, so a launch overlaps the kernel
+  // before it instead of following its completion; the FP8 wgmma decode GEMM and the mHC kernels also
+  // read their weights before the wait. Same results.
   bool dependent_launch = true;
   // The routed experts' decode GEMMs (the items above, fp4 weights with ue8m0 scales, act block 128,
   // dims % 128 == 0) on sm_90a warpgroup MMA (moe_fp4_wgmma.cu: fp4 tiles widened once to e4m3 in

@@ -4,9 +4,18 @@
 // may do independent work first (a GEMM streaming its immutable weights). A primary kernel that
 // calls allow_dependents_early() lets such a secondary start before its own blocks finish. Both
 // instructions are no-ops when the launch carries no programmatic dependency.
+//
+// Every kernel of the backend is launched through launch_chained() and waits in every block before
+// its first access to memory another kernel touches (most kernels: enter_dependent_kernel() as their
+// first statement). That wait is what makes the chain safe: a kernel completes only after its wait,
+// so "the previous kernel completed" implies every earlier kernel on the stream completed too.
 #pragma once
 
 #include <cuda_runtime.h>
+
+#include <utility>
+
+#include "ops/cuda/kernels.h"
 
 namespace deepinfer::ops::cuda {
 
@@ -38,6 +47,23 @@ cudaError_t launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, s
   config.attrs = attribute;
   config.numAttrs = dependent ? 1 : 0;
   return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
+
+// The first statement of a kernel launched with launch_chained(): wait for the stream's previous
+// kernel (its writes visible), then let the next kernel's CTAs launch while this one runs, so a
+// chain of small kernels pays each launch behind its predecessor's work rather than after it.
+__device__ __forceinline__ void enter_dependent_kernel() {
+  grid_dependency_wait();
+  allow_dependents_early();
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...), as a programmatic dependent of the stream's previous
+// kernel when dependent_launch_enabled() (CudaBackendOptions::dependent_launch). Launch errors are
+// reported by the caller's DI_CUDA_CHECK_LAUNCH (cudaGetLastError), as for <<<>>>.
+template <typename... Params, typename... Args>
+void launch_chained(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t smem, cudaStream_t stream,
+                    Args&&... args) {
+  (void)launch_dependent(kernel, grid, block, smem, stream, dependent_launch_enabled(), std::forward<Args>(args)...);
 }
 
 }  // namespace deepinfer::ops::cuda

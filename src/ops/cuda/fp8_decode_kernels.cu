@@ -4,6 +4,7 @@
 // skinny GEMM does (same fragments, same per-32-K scaling), with only weight bytes held in registers.
 #include <algorithm>
 
+#include "ops/cuda/dependent_launch.cuh"
 #include "ops/cuda/device_formats.cuh"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/skinny_mma.cuh"
@@ -74,6 +75,7 @@ __device__ __forceinline__ void quantise_rows(const Fp8DecodeArgs& args, std::in
 // A block is kSkinnyWarps warps = (8 / splits) tiles of 16 weight rows × `splits` K ranges.
 template <int Q>
 __global__ void __launch_bounds__(kSkinnyWarps * 32, 2) fp8_decode_kernel(Fp8DecodeArgs args) {
+  enter_dependent_kernel();
   extern __shared__ __align__(16) std::uint8_t smem[];
   __shared__ float red[kSkinnyWarps][4][32];
   const std::int64_t ldc = args.k + kCodePad;
@@ -171,7 +173,7 @@ void launch_fp8_decode_config(Fp8DecodeArgs args, cudaStream_t stream) {
     args.splits *= 2;
   const int tiles_per_block = kSkinnyWarps / args.splits;
   const dim3 grid(static_cast<unsigned>((tiles + tiles_per_block - 1) / tiles_per_block), grid_y);
-  kernel<<<grid, kSkinnyWarps * 32, smem, stream>>>(args);
+  launch_chained(kernel, grid, kSkinnyWarps * 32, smem, stream, args);
 }
 
 }  // namespace

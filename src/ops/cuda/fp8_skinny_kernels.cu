@@ -9,6 +9,7 @@
 
 #include <algorithm>
 
+#include "ops/cuda/dependent_launch.cuh"
 #include "ops/cuda/device_formats.cuh"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/skinny_mma.cuh"
@@ -27,6 +28,7 @@ using skinny::weight_scale_value;
 // Weight block scales (ue8m0 bytes or f32) -> f32 [rows][ld], ld >= cols (padding zeroed).
 __global__ void weight_scale_f32_kernel(DevWeight w, std::int64_t rows, std::int64_t cols, float* out,
                                         std::int64_t ld) {
+  enter_dependent_kernel();
   const std::int64_t total = rows * ld;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
@@ -54,6 +56,7 @@ __global__ void weight_scale_f32_kernel(DevWeight w, std::int64_t rows, std::int
 // result is scaled by the two block scales and added to the accumulator.
 template <int F, int J, int P, bool GROUPED>
 __global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_gemm_kernel(SkinnyGemmArgs args) {
+  enter_dependent_kernel();
   constexpr int U = J == 1 ? 8 : 2;  // steps whose loads are in flight together (registers: 2 blocks / SM)
   __shared__ float red[kSkinnyWarps][J * 4][32];
   DevWeight w;
@@ -200,7 +203,7 @@ void launch_skinny_config(const SkinnyGemmArgs& args, int grid_y, int grid_z, cu
   const int tiles_per_block = kSkinnyWarps / a.splits;
   const dim3 grid(static_cast<unsigned>((tiles + tiles_per_block - 1) / tiles_per_block), static_cast<unsigned>(grid_y),
                   static_cast<unsigned>(grid_z));
-  kernel<<<grid, kSkinnyWarps * 32, 0, stream>>>(a);
+  launch_chained(kernel, grid, kSkinnyWarps * 32, 0, stream, a);
 }
 
 template <int F, int P>
@@ -221,7 +224,7 @@ void launch_weight_scale_f32(const DevWeight& w, std::int64_t rows, std::int64_t
                              cudaStream_t stream) {
   const std::int64_t total = rows * ld;
   const auto blocks = static_cast<unsigned>(std::min<std::int64_t>((total + 255) / 256, 4096));
-  weight_scale_f32_kernel<<<blocks < 1 ? 1 : blocks, 256, 0, stream>>>(w, rows, cols, out, ld);
+  launch_chained(weight_scale_f32_kernel, blocks < 1 ? 1 : blocks, 256, 0, stream, w, rows, cols, out, ld);
 }
 
 void launch_skinny_gemm(DevWeightFormat format, int group_rows, bool grouped, const SkinnyGemmArgs& args, int grid_y,

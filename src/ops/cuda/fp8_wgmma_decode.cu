@@ -174,6 +174,7 @@ __global__ void __launch_bounds__(kThreads) fp8_wgmma_decode_kernel(Fp8WgmmaDeco
 #pragma unroll
   for (int sb = 0; sb < SB; ++sb) ws_raw[sb] = nk > 0 ? weight_scale_raw(args.w, ws_row + kb0 * SB + sb) : 0u;
   grid_dependency_wait();
+  allow_dependents_early();
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s)
     if (s < nk) load_acts(s, kb0 + s);

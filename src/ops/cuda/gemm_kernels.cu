@@ -21,6 +21,7 @@ constexpr int kALd = 72;   // bf16 elements per smem row (64 + 8 padding: confli
 // stored as OutT into out[row * ld + i], zero-filled to ld.
 template <typename OutT>
 __global__ void act_prep_kernel(DevRows x, int block, OutT* out, std::int64_t ld) {
+  enter_dependent_kernel();
   const std::int64_t r = blockIdx.x;
   const std::int64_t k = x.width;
   OutT* dst = out + r * ld;
@@ -58,7 +59,7 @@ __global__ void act_quant_warp_kernel(DevRows x, int nblocks, void* out, std::in
                                       std::int64_t scale_ld) {
   // A GEMM launched as this kernel's dependent (fp8_wgmma_decode.cu) may start streaming its weights
   // now; it waits for this grid's completion before it reads the codes.
-  allow_dependents_early();
+  enter_dependent_kernel();
   const std::int64_t r = blockIdx.x;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int b = static_cast<int>(blockIdx.y) * 8 + warp;
@@ -96,6 +97,7 @@ __global__ void act_quant_warp_kernel(DevRows x, int nblocks, void* out, std::in
 // Grid: (rows, ceil(ld / 1024)).
 template <typename OutT>
 __global__ void act_copy_kernel(DevRows x, OutT* out, std::int64_t ld) {
+  enter_dependent_kernel();
   const std::int64_t r = blockIdx.x;
   const std::int64_t i0 = static_cast<std::int64_t>(blockIdx.y) * 1024 + threadIdx.x;
   float v[4];
@@ -122,10 +124,18 @@ void launch_act_quant_mode(const DevRows& x, int block, void* out, std::int64_t 
   const int nblocks = static_cast<int>((x.width + block - 1) / block);
   const dim3 grid(static_cast<unsigned>(x.rows), static_cast<unsigned>((nblocks + 7) / 8));
   switch (block / 32) {
-    case 1: act_quant_warp_kernel<1, MODE><<<grid, 256, 0, stream>>>(x, nblocks, out, ld, scales, scale_ld); break;
-    case 2: act_quant_warp_kernel<2, MODE><<<grid, 256, 0, stream>>>(x, nblocks, out, ld, scales, scale_ld); break;
-    case 3: act_quant_warp_kernel<3, MODE><<<grid, 256, 0, stream>>>(x, nblocks, out, ld, scales, scale_ld); break;
-    default: act_quant_warp_kernel<4, MODE><<<grid, 256, 0, stream>>>(x, nblocks, out, ld, scales, scale_ld); break;
+    case 1:
+      launch_chained(act_quant_warp_kernel<1, MODE>, grid, 256, 0, stream, x, nblocks, out, ld, scales, scale_ld);
+      break;
+    case 2:
+      launch_chained(act_quant_warp_kernel<2, MODE>, grid, 256, 0, stream, x, nblocks, out, ld, scales, scale_ld);
+      break;
+    case 3:
+      launch_chained(act_quant_warp_kernel<3, MODE>, grid, 256, 0, stream, x, nblocks, out, ld, scales, scale_ld);
+      break;
+    default:
+      launch_chained(act_quant_warp_kernel<4, MODE>, grid, 256, 0, stream, x, nblocks, out, ld, scales, scale_ld);
+      break;
   }
 }
 
@@ -158,6 +168,7 @@ __device__ __forceinline__ float decode_weight(const DevWeight& w, int format, s
 // Whole-weight dequantisation to bf16 for the cuBLASLt path: one row per grid row, 8 elements
 // (one scale) per thread, 16-byte stores. Needs K % 8 == 0 and block % 8 == 0.
 __global__ void dequant_weight_kernel(DevWeight w, int format, std::int64_t n, std::int64_t k, std::uint16_t* out) {
+  enter_dependent_kernel();
   const std::int64_t k0 = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * 8;
   if (k0 >= k) return;
   for (std::int64_t row = blockIdx.y; row < n; row += gridDim.y) {
@@ -185,6 +196,7 @@ __global__ void dequant_weight_kernel(DevWeight w, int format, std::int64_t n, s
 // ---- SIMT GEMM (any K, any format, f32 activations) ---------------------------------------------
 // 64x64 output tile, 256 threads of 4x4 outputs, K in chunks of 16 with a fixed per-element order.
 __global__ void __launch_bounds__(256) simt_gemm_kernel(SimtGemmArgs args) {
+  enter_dependent_kernel();
   __shared__ float as[16][65];
   __shared__ float ws[16][65];
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
@@ -290,6 +302,7 @@ struct MmaConfig {
 // blockIdx.z the weight set; otherwise blockIdx.y is the M tile and blockIdx.z the K split.
 template <int F, int BM, int BN, int WARPS_M, int WARPS_N, int STAGES, bool GROUPED>
 __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32) mma_gemm_kernel(MmaGemmArgs args) {
+  enter_dependent_kernel();
   using Cfg = MmaConfig<F, BM, BN, WARPS_M, WARPS_N, STAGES>;
   using Raw = RawTile<F>;
   extern __shared__ __align__(128) std::uint8_t smem[];
@@ -534,6 +547,7 @@ __device__ __forceinline__ void gemv_decode(const uint4& raw, float s, float (&w
 
 template <int F, bool GROUPED>
 __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(MmaGemmArgs args) {
+  enter_dependent_kernel();
   using C = GemvChunk<F>;
   constexpr int RPW = kGemvRowsPerWarp;
   __shared__ float red[kGemvWarps][RPW * kGemvMaxRows];
@@ -646,6 +660,7 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(MmaGemmArgs args) {
 }
 
 __global__ void splitk_reduce_kernel(const float* partial, int splits, std::int64_t m, std::int64_t n, DevRows out) {
+  enter_dependent_kernel();
   const std::int64_t total = m * n;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
@@ -666,7 +681,7 @@ void launch_mma_config(const MmaGemmArgs& args, dim3 grid, cudaStream_t stream) 
   auto kernel = mma_gemm_kernel<F, BM, BN, WM, WN, STAGES, GROUPED>;
   // Per call, not cached: the attribute belongs to the current device, and setting it is cheap.
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmem);
-  kernel<<<grid, Cfg::kThreads, Cfg::kSmem, stream>>>(args);
+  launch_chained(kernel, grid, Cfg::kThreads, Cfg::kSmem, stream, args);
 }
 
 template <int F, bool GROUPED>
@@ -704,9 +719,10 @@ void launch_act_prep_bf16(const DevRows& x, int act_block, std::uint16_t* out, s
     launch_act_quant_mode<1>(x, act_block, out, ld, nullptr, 0, stream);
   } else if (act_block <= 0) {
     const dim3 grid(static_cast<unsigned>(x.rows), static_cast<unsigned>((ld + 1023) / 1024));
-    act_copy_kernel<std::uint16_t><<<grid, 256, 0, stream>>>(x, out, ld);
+    launch_chained(act_copy_kernel<std::uint16_t>, grid, 256, 0, stream, x, out, ld);
   } else {
-    act_prep_kernel<std::uint16_t><<<static_cast<unsigned>(x.rows), 256, 0, stream>>>(x, act_block, out, ld);
+    launch_chained(act_prep_kernel<std::uint16_t>, static_cast<unsigned>(x.rows), 256, 0, stream, x, act_block, out,
+                   ld);
   }
 }
 
@@ -716,9 +732,9 @@ void launch_act_prep_f32(const DevRows& x, int act_block, float* out, std::int64
     launch_act_quant_mode<2>(x, act_block, out, ld, nullptr, 0, stream);
   } else if (act_block <= 0) {
     const dim3 grid(static_cast<unsigned>(x.rows), static_cast<unsigned>((ld + 1023) / 1024));
-    act_copy_kernel<float><<<grid, 256, 0, stream>>>(x, out, ld);
+    launch_chained(act_copy_kernel<float>, grid, 256, 0, stream, x, out, ld);
   } else {
-    act_prep_kernel<float><<<static_cast<unsigned>(x.rows), 256, 0, stream>>>(x, act_block, out, ld);
+    launch_chained(act_prep_kernel<float>, static_cast<unsigned>(x.rows), 256, 0, stream, x, act_block, out, ld);
   }
 }
 
@@ -763,13 +779,13 @@ void launch_gemv(DevWeightFormat format, bool grouped, const MmaGemmArgs& args, 
                   static_cast<unsigned>(grid_z));
   switch (format) {
     case DevWeightFormat::kBF16:
-      grouped ? gemv_kernel<1, true><<<grid, kGemvThreads, 0, stream>>>(a) : gemv_kernel<1, false><<<grid, kGemvThreads, 0, stream>>>(a);
+      launch_chained(grouped ? gemv_kernel<1, true> : gemv_kernel<1, false>, grid, kGemvThreads, 0, stream, a);
       break;
     case DevWeightFormat::kFp8Block:
-      grouped ? gemv_kernel<2, true><<<grid, kGemvThreads, 0, stream>>>(a) : gemv_kernel<2, false><<<grid, kGemvThreads, 0, stream>>>(a);
+      launch_chained(grouped ? gemv_kernel<2, true> : gemv_kernel<2, false>, grid, kGemvThreads, 0, stream, a);
       break;
     case DevWeightFormat::kFp4:
-      grouped ? gemv_kernel<3, true><<<grid, kGemvThreads, 0, stream>>>(a) : gemv_kernel<3, false><<<grid, kGemvThreads, 0, stream>>>(a);
+      launch_chained(grouped ? gemv_kernel<3, true> : gemv_kernel<3, false>, grid, kGemvThreads, 0, stream, a);
       break;
     case DevWeightFormat::kF32:
       break;
@@ -778,18 +794,18 @@ void launch_gemv(DevWeightFormat format, bool grouped, const MmaGemmArgs& args, 
 
 void launch_simt_gemm(const SimtGemmArgs& args, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((args.n + 63) / 64), static_cast<unsigned>((args.m + 63) / 64));
-  simt_gemm_kernel<<<grid, 256, 0, stream>>>(args);
+  launch_chained(simt_gemm_kernel, grid, 256, 0, stream, args);
 }
 
 void launch_splitk_reduce(const float* partial, int splits, std::int64_t m, std::int64_t n, const DevRows& out,
                           cudaStream_t stream) {
-  splitk_reduce_kernel<<<blocks_for(m * n), 256, 0, stream>>>(partial, splits, m, n, out);
+  launch_chained(splitk_reduce_kernel, blocks_for(m * n), 256, 0, stream, partial, splits, m, n, out);
 }
 
 void launch_dequant_weight(const DevWeight& w, DevWeightFormat format, std::int64_t n, std::int64_t k,
                            std::uint16_t* out, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((k / 8 + 255) / 256), static_cast<unsigned>(n < 65535 ? n : 65535));
-  dequant_weight_kernel<<<grid, 256, 0, stream>>>(w, static_cast<int>(format), n, k, out);
+  launch_chained(dequant_weight_kernel, grid, 256, 0, stream, w, static_cast<int>(format), n, k, out);
 }
 
 }  // namespace deepinfer::ops::cuda

@@ -3,6 +3,7 @@
 // shared memory (cp.async); warp i multiplies heads 16i..16i+15 with the 64 keys (mma.sync m16n8k16,
 // f32 accumulators); the weighted ReLU sums run over a warp's heads by a fixed shuffle tree and over
 // warps in warp order, so a score depends on its token's q, keys and weights only.
+#include "ops/cuda/dependent_launch.cuh"
 #include "ops/cuda/device_formats.cuh"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/mma_sync.cuh"
@@ -19,6 +20,7 @@ std::size_t smem_bytes(int heads, int d) {
 
 // grid (ceil(width / kKeys), T), heads / 16 warps.
 __global__ void __launch_bounds__(256) indexer_mma_kernel(IndexerArgs a) {
+  enter_dependent_kernel();
   extern __shared__ __align__(16) std::uint8_t smem[];
   __shared__ std::int64_t rows_s[kKeys];
   const int ld = row_ld(a.d);
@@ -108,7 +110,7 @@ void launch_indexer_scores_mma(const IndexerArgs& args, std::int64_t tokens, cud
   const std::size_t smem = smem_bytes(args.heads, args.d);
   cudaFuncSetAttribute(indexer_mma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   const dim3 grid(static_cast<unsigned>((args.width + kKeys - 1) / kKeys), static_cast<unsigned>(tokens));
-  indexer_mma_kernel<<<grid, static_cast<unsigned>(args.heads / 16 * 32), smem, stream>>>(args);
+  launch_chained(indexer_mma_kernel, grid, static_cast<unsigned>(args.heads / 16 * 32), smem, stream, args);
 }
 
 }  // namespace deepinfer::ops::cuda

@@ -13,6 +13,12 @@
 
 namespace deepinfer::ops::cuda {
 
+// Whether launch_chained (dependent_launch.cuh) launches kernels as programmatic dependents of the
+// stream's previous kernel: CudaBackendOptions::dependent_launch, set per thread by the backend at the
+// entry of each op (CudaBackend::activate). Results are the same either way; only launches overlap.
+void set_dependent_launch(bool on);
+bool dependent_launch_enabled();
+
 // ---- rows ---------------------------------------------------------------------------------------
 enum class BinaryOp : int { kAdd = 0, kSwiglu = 1, kScale = 2 };
 

@@ -287,6 +287,7 @@ __global__ void __launch_bounds__(kFinishThreads + 32, 1) hc_mix_finish_kernel(H
   const float base_v = coef < n_mix && coef < 2 * n ? a.base[coef] : 0.0f;
   const float scale_v = coef < n_mix ? a.scale[coef < n ? 0 : (coef < 2 * n ? 1 : 2)] : 0.0f;
   grid_dependency_wait();
+  allow_dependents_early();
   float pv[kSliceBatch];
   // Only the first warp(s) hold a mix: the others skip the batch instead of issuing it predicated off
   // (their instructions would share warp 0's scheduler while its loads are being issued).
@@ -382,7 +383,7 @@ __global__ void __launch_bounds__(kPostThreads) hc_post_kernel(DevRows f, DevRow
   __shared__ float post_s[16];
   // A programmatic dependent (launch_hc_post) that reads nothing before the previous kernel completes:
   // it is only resident early, so its launch overlaps that kernel's last CTAs.
-  grid_dependency_wait();
+  enter_dependent_kernel();
   const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * kPostThreads + threadIdx.x;
   const bool live = i < d;
   for (std::int64_t t = blockIdx.y; t < residual.rows; t += gridDim.y) {
@@ -412,6 +413,7 @@ __global__ void __launch_bounds__(kPostThreads) hc_post_kernel(DevRows f, DevRow
 
 // y[t, c] = Σ_i pre[t, i] · x[t, i, c], accumulated in stream order like the CPU reference.
 __global__ void hc_collapse_kernel(DevRows x, const float* pre, int n, std::int64_t d, DevRows y) {
+  enter_dependent_kernel();
   const std::int64_t total = x.rows * d;
   for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; e < total;
        e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
@@ -427,6 +429,7 @@ __global__ void hc_collapse_kernel(DevRows x, const float* pre, int n, std::int6
 // out = x + gate · value. Each thread rewrites only elements it read after the reductions'
 // barriers, so out may alias x.
 __global__ void __launch_bounds__(kHcThreads) engram_gate_kernel(EngramGateArgs a) {
+  enter_dependent_kernel();
   __shared__ float red[kHcThreads / 32];
   __shared__ float gate_s;
   const std::int64_t t = blockIdx.x / a.n;
@@ -470,6 +473,7 @@ __device__ std::int64_t compressor_input_row(const CompressorArgs& a, std::int64
 // grid (channel tiles, T): the group completed by row t, channel c (the CPU's order: max, sum of
 // exponentials, weighted sum in slot order); rows that complete no group write zeros.
 __global__ void compressor_pool_kernel(CompressorArgs a) {
+  enter_dependent_kernel();
   const std::int64_t c = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   const std::int64_t t = blockIdx.y;
   if (c >= a.d) return;
@@ -545,6 +549,7 @@ __global__ void compressor_pool_kernel(CompressorArgs a) {
 // grid (column tiles, T): row t enters its slot's ring unless a later row of the same sequence
 // takes its ring row (runs after the pooling kernel, which reads the old rows).
 __global__ void compressor_ring_kernel(CompressorArgs a) {
+  enter_dependent_kernel();
   const std::int64_t col = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   const std::int64_t t = blockIdx.y;
   if (col >= a.width) return;
@@ -573,11 +578,11 @@ void launch_hc_mix(const HcArgs& args, cudaStream_t stream) {
     const int group = hc_partial_group(args.x.rows);
     const dim3 grid(static_cast<unsigned>(slices), static_cast<unsigned>((args.x.rows + group - 1) / group),
                     static_cast<unsigned>((n_mix + kMixChunk - 1) / kMixChunk));
-    launch_dependent(hc_mix_partial_kernel, grid, dim3(kPartialThreads), 0, stream, true, args, group);
+    launch_chained(hc_mix_partial_kernel, grid, dim3(kPartialThreads), 0, stream, args, group);
   }
   const int finish_threads = args.head ? kFinishThreads : kFinishThreads + 32;  // + the Sinkhorn warp
-  launch_dependent(hc_mix_finish_kernel, dim3(static_cast<unsigned>(args.x.rows)), dim3(finish_threads), 0, stream,
-                   true, args, slices);
+  launch_chained(hc_mix_finish_kernel, dim3(static_cast<unsigned>(args.x.rows)), dim3(finish_threads), 0, stream, args,
+                 slices);
 }
 
 void launch_hc_post(const DevRows& f, const DevRows& residual, const float* post, const float* comb, int n,
@@ -586,7 +591,7 @@ void launch_hc_post(const DevRows& f, const DevRows& residual, const float* post
   if (total == 0) return;
   const dim3 grid(static_cast<unsigned>((d + kPostThreads - 1) / kPostThreads),
                   static_cast<unsigned>(std::min<std::int64_t>(residual.rows, 65535)));
-  launch_dependent(hc_post_kernel, grid, dim3(kPostThreads), 0, stream, true, f, residual, post, comb, n, d, out);
+  launch_chained(hc_post_kernel, grid, dim3(kPostThreads), 0, stream, f, residual, post, comb, n, d, out);
 }
 
 void launch_hc_collapse(const DevRows& x, const float* pre, int n, std::int64_t d, const DevRows& y,
@@ -594,21 +599,22 @@ void launch_hc_collapse(const DevRows& x, const float* pre, int n, std::int64_t 
   const std::int64_t total = x.rows * d;
   if (total == 0) return;
   const std::int64_t blocks = (total + 255) / 256;
-  hc_collapse_kernel<<<static_cast<unsigned>(blocks > 65536 ? 65536 : blocks), 256, 0, stream>>>(x, pre, n, d, y);
+  launch_chained(hc_collapse_kernel, static_cast<unsigned>(blocks > 65536 ? 65536 : blocks), 256, 0, stream, x, pre, n,
+                 d, y);
 }
 
 void launch_engram_gate(const EngramGateArgs& args, cudaStream_t stream) {
   const std::int64_t blocks = args.x.rows * args.n;
   if (blocks == 0) return;
-  engram_gate_kernel<<<static_cast<unsigned>(blocks), kHcThreads, 0, stream>>>(args);
+  launch_chained(engram_gate_kernel, static_cast<unsigned>(blocks), kHcThreads, 0, stream, args);
 }
 
 void launch_compressor(const CompressorArgs& args, cudaStream_t stream) {
   if (args.tokens == 0) return;
   const dim3 pool_grid(static_cast<unsigned>((args.d + 127) / 128), static_cast<unsigned>(args.tokens));
-  compressor_pool_kernel<<<pool_grid, 128, 0, stream>>>(args);
+  launch_chained(compressor_pool_kernel, pool_grid, 128, 0, stream, args);
   const dim3 ring_grid(static_cast<unsigned>((args.width + 127) / 128), static_cast<unsigned>(args.tokens));
-  compressor_ring_kernel<<<ring_grid, 128, 0, stream>>>(args);
+  launch_chained(compressor_ring_kernel, ring_grid, 128, 0, stream, args);
 }
 
 }  // namespace deepinfer::ops::cuda

@@ -3,6 +3,7 @@
 // per 64 tokens instead of once per token (8K tokens: 12.6 GB of L2 reads per call). Every partial
 // sums exactly like that kernel — products fmaf(fn, x, 0), a 32-lane xor-tree per 32 columns, the 16
 // trees in column order — so both give the same bits and a row never depends on the batch.
+#include "ops/cuda/dependent_launch.cuh"
 #include "ops/cuda/device_formats.cuh"
 #include "ops/cuda/kernels.h"
 
@@ -41,6 +42,7 @@ __device__ __forceinline__ float2 tree32x2(Leaf leaf) {
 // grid (slices, ceil(T / kTokens)), (ceil((n_mix + 1) / kOuts)) warps. Thread (warp g, lane l): tokens
 // 2l and 2l + 1 of the tile, outputs g·kOuts + j (output n_mix = Σ x²).
 __global__ void __launch_bounds__(kOuts * 32) hc_mix_partial_prefill_kernel(HcArgs a, int n_mix) {
+  enter_dependent_kernel();
   extern __shared__ __align__(16) float smem[];
   float* xs = smem;                    // [kHalf][kTokens]: the x tile, transposed
   float* fs = smem + kHalf * kTokens;  // [n_mix][kHalf]
@@ -118,7 +120,7 @@ bool launch_hc_mix_partial_prefill(const HcArgs& args, std::int64_t split, int t
   const std::size_t smem = static_cast<std::size_t>(kHalf) * (kTokens + n_mix) * sizeof(float);
   cudaFuncSetAttribute(hc_mix_partial_prefill_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                        static_cast<int>(kHalf * (kTokens + kMaxMixes) * sizeof(float)));
-  hc_mix_partial_prefill_kernel<<<grid, static_cast<unsigned>(warps * 32), smem, stream>>>(args, n_mix);
+  launch_chained(hc_mix_partial_prefill_kernel, grid, static_cast<unsigned>(warps * 32), smem, stream, args, n_mix);
   return true;
 }
 

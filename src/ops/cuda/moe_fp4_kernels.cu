@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "ops/cuda/dependent_launch.cuh"
 #include "ops/cuda/device_formats.cuh"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/mma_sync.cuh"
@@ -33,6 +34,7 @@ constexpr int kWideRowBytes = 80;  // transpose slot per row: 20 words, conflict
 template <int J, int Q>
 __global__ void __launch_bounds__(kSkinnyWarps * 32, 2) skinny_fp4_wide_kernel(SkinnyGemmArgs args, int grid_z,
                                                                                std::int64_t tile_blocks) {
+  enter_dependent_kernel();
   __shared__ __align__(16) std::uint8_t stage[kSkinnyWarps][Q][2][8 * kWideRowBytes];
   __shared__ float red[kSkinnyWarps][J * 4][32];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -154,7 +156,7 @@ void launch_fp4_wide_config(const SkinnyGemmArgs& args, int grid_y, int grid_z, 
     a.splits *= 2;
   const std::int64_t units = tile_blocks(a.splits) * grid_y * grid_z;
   const auto grid = static_cast<unsigned>(std::min<std::int64_t>(units, resident));
-  kernel<<<grid, kSkinnyWarps * 32, 0, stream>>>(a, grid_z, tile_blocks(a.splits));
+  launch_chained(kernel, grid, kSkinnyWarps * 32, 0, stream, a, grid_z, tile_blocks(a.splits));
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 // docs/PERFORMANCE_CUDA_OPS.md has their numbers).
 #include <type_traits>
 
+#include "ops/cuda/dependent_launch.cuh"
 #include "ops/cuda/device_formats.cuh"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/mma_sync.cuh"
@@ -276,6 +277,7 @@ __device__ __forceinline__ void finish_cta(const SkinnyGemmArgs& args, const flo
 // in ascending K. This shared-memory form takes items of 32 rows (the register-A form below, <= 16).
 template <int NT, bool PK>
 __global__ void __launch_bounds__(kThreads) moe_fp4_wgmma_kernel(SkinnyGemmArgs args) {
+  enter_dependent_kernel();
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using L = Layout<NT>;
   constexpr int R = NT / 2;  // accumulator registers per thread
@@ -595,6 +597,7 @@ __device__ __forceinline__ void wgmma_e4m3_rs_fresh(float (&d)[8], const std::ui
 
 template <int NT, int S, int MINB, int KB, bool PK>
 __global__ void __launch_bounds__(kThreads, MINB) moe_fp4_wgmma_rega_kernel(SkinnyGemmArgs args) {
+  enter_dependent_kernel();
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
   static_assert(S >= 3, "two stages ahead of the one being multiplied");
   using L = RegaLayout<NT, S>;
@@ -708,7 +711,7 @@ void launch_kernel(Kernel kernel, int smem, const SkinnyGemmArgs& args, int grid
   const dim3 grid(static_cast<unsigned>(args.n / kRows), static_cast<unsigned>(grid_y), static_cast<unsigned>(grid_z));
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
-  kernel<<<grid, kThreads, static_cast<std::size_t>(smem), stream>>>(args);
+  launch_chained(kernel, grid, kThreads, static_cast<std::size_t>(smem), stream, args);
 }
 
 // Items of <= 16 rows: the register-A form, act block 128 or 32 (V4.1); items of 32 rows: the

@@ -22,6 +22,7 @@ __device__ __forceinline__ float route_score(float logit, int func) {
 
 // One warp per token.
 __global__ void __launch_bounds__(kRouteWarps * 32) moe_route_kernel(RouteArgs a) {
+  enter_dependent_kernel();
   extern __shared__ float smem[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const std::int64_t t = static_cast<std::int64_t>(blockIdx.x) * kRouteWarps + warp;
@@ -142,6 +143,7 @@ __device__ __forceinline__ void block_exclusive_scan2(int& va, int& vb, int* scr
 // owns a contiguous range of experts; one block-wide scan), then a stable placement (pairs of one
 // expert keep ascending pair order) so the layout never depends on timing.
 __global__ void __launch_bounds__(kSortThreads) moe_sort_kernel(MoeSortArgs a) {
+  enter_dependent_kernel();
   extern __shared__ int sm[];
   __shared__ int scan[128];
   int* base = sm;                       // [E] count, then running placement offset
@@ -208,9 +210,7 @@ __global__ void __launch_bounds__(kSortThreads) moe_sort_kernel(MoeSortArgs a) {
 // One block per placed row: h = round(w · silu(min(g, L)) · clamp(u, ±L)) in the intermediate
 // dtype, FP8 fake quant per act block, bf16 into the w2 GEMM's A operand (zero padded to ld).
 __global__ void moe_swiglu_kernel(MoeSwigluArgs a) {
-  // The w2 GEMM launched as this kernel's dependent (moe_fp4_wgmma.cu) may start streaming its weights
-  // now; it waits for this grid's completion before it reads the codes.
-  allow_dependents_early();
+  enter_dependent_kernel();
   extern __shared__ float h[];
   const std::int64_t p = blockIdx.x;
   const float rw = a.rw[p];
@@ -262,7 +262,7 @@ __global__ void moe_swiglu_kernel(MoeSwigluArgs a) {
 // inter), one 128-thread block per (placed row, act block): every value is one thread's, so a decode
 // step's few rows spread over many SMs. Same formulas; the block max is order-independent.
 __global__ void __launch_bounds__(128) moe_swiglu_codes128_kernel(MoeSwigluArgs a) {
-  allow_dependents_early();  // (as moe_swiglu_kernel)
+  enter_dependent_kernel();
   __shared__ float wmax[4];
   const std::int64_t p = blockIdx.x;
   const std::int64_t j = static_cast<std::int64_t>(blockIdx.y) * 128 + threadIdx.x;
@@ -287,6 +287,7 @@ __global__ void __launch_bounds__(128) moe_swiglu_codes128_kernel(MoeSwigluArgs 
 // rounded expert outputs, four consecutive columns per thread (16-byte loads when aligned).
 constexpr int kCombineThreads = 128;
 __global__ void __launch_bounds__(kCombineThreads) moe_combine_kernel(MoeCombineArgs a) {
+  enter_dependent_kernel();
   __shared__ std::int32_t sid[64], spos[64];
   __shared__ std::int32_t prow[64];  // placed row of each slot, in summation order
   const std::int64_t t = blockIdx.x;
@@ -340,32 +341,32 @@ void launch_moe_route(const RouteArgs& args, cudaStream_t stream) {
   const std::size_t smem = static_cast<std::size_t>(kRouteWarps) * args.experts * (2 * sizeof(float) + 1);
   cudaFuncSetAttribute(moe_route_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   const auto blocks = static_cast<unsigned>((args.tokens + kRouteWarps - 1) / kRouteWarps);
-  moe_route_kernel<<<blocks, kRouteWarps * 32, smem, stream>>>(args);
+  launch_chained(moe_route_kernel, blocks, kRouteWarps * 32, smem, stream, args);
 }
 
 void launch_moe_sort(const MoeSortArgs& args, cudaStream_t stream) {
   const std::size_t smem = static_cast<std::size_t>(33) * args.experts * sizeof(int);
   cudaFuncSetAttribute(moe_sort_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-  moe_sort_kernel<<<1, kSortThreads, smem, stream>>>(args);
+  launch_chained(moe_sort_kernel, 1, kSortThreads, smem, stream, args);
 }
 
 void launch_moe_swiglu(const MoeSwigluArgs& args, std::int64_t rows, cudaStream_t stream) {
   if (rows == 0) return;
   if (args.codes != nullptr && args.act_block == 128 && args.inter % 128 == 0 && args.ld == args.inter) {
-    moe_swiglu_codes128_kernel<<<dim3(static_cast<unsigned>(rows), static_cast<unsigned>(args.inter / 128)), 128, 0,
-                                 stream>>>(args);
+    launch_chained(moe_swiglu_codes128_kernel,
+                   dim3(static_cast<unsigned>(rows), static_cast<unsigned>(args.inter / 128)), 128, 0, stream, args);
     return;
   }
   const std::size_t smem = static_cast<std::size_t>(args.inter) * sizeof(float);
   cudaFuncSetAttribute(moe_swiglu_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-  moe_swiglu_kernel<<<static_cast<unsigned>(rows), 256, smem, stream>>>(args);
+  launch_chained(moe_swiglu_kernel, static_cast<unsigned>(rows), 256, smem, stream, args);
 }
 
 void launch_moe_combine(const MoeCombineArgs& args, std::int64_t tokens, cudaStream_t stream) {
   if (tokens == 0) return;
   const auto slices = static_cast<unsigned>((args.d + 4 * kCombineThreads - 1) / (4 * kCombineThreads));
   const dim3 grid(static_cast<unsigned>(tokens), slices);
-  moe_combine_kernel<<<grid, kCombineThreads, 0, stream>>>(args);
+  launch_chained(moe_combine_kernel, grid, kCombineThreads, 0, stream, args);
 }
 
 }  // namespace deepinfer::ops::cuda

@@ -7,6 +7,7 @@
 
 #include <type_traits>
 
+#include "ops/cuda/dependent_launch.cuh"
 #include "ops/cuda/device_formats.cuh"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/mma_sync.cuh"
@@ -595,6 +596,7 @@ __device__ __forceinline__ void run_tile(const SkinnyGemmArgs& args, const Tile&
 // scales_to_table_offsets).
 template <bool PK>
 __global__ void __launch_bounds__(kThreads, 1) moe_prefill_fp8_kernel(SkinnyGemmArgs args) {
+  enter_dependent_kernel();
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(1024) std::uint8_t smem_in[];
   if (static_cast<int>(blockIdx.y) >= *args.item_count) return;
@@ -657,7 +659,7 @@ void launch_moe_prefill_fp8(const SkinnyGemmArgs& args, int grid_y, int grid_z, 
   const int smem = Smem::bytes(args.k);
   auto* kernel = k_permuted ? moe_prefill_fp8_kernel<true> : moe_prefill_fp8_kernel<false>;
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  kernel<<<grid, kThreads, static_cast<std::size_t>(smem), stream>>>(args);
+  launch_chained(kernel, grid, kThreads, static_cast<std::size_t>(smem), stream, args);
 }
 
 }  // namespace deepinfer::ops::cuda

@@ -2,6 +2,7 @@
 // 128-row work item of an expert with a 128-column tile of that expert's fp4 weight on bf16 tensor
 // cores. The fp4 tile is widened to bf16 (e2m1 value × ue8m0 block scale: exact in bf16) once in
 // shared memory and reused by all 128 rows, where the skinny kernels re-read the weights per 8-32 rows.
+#include "ops/cuda/dependent_launch.cuh"
 #include "ops/cuda/device_formats.cuh"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/mma_sync.cuh"
@@ -30,6 +31,7 @@ constexpr int kSmem = kASmem + kRawSmem + kDeqSmem + kScaleSmem + kBM * 4;
 // Every output element sums K in one fixed order (64-K stages, 16-K mma steps), whatever the item
 // size or the row's place in it.
 __global__ void __launch_bounds__(kThreads, 2) moe_prefill_fp4_kernel(MmaGemmArgs args) {
+  enter_dependent_kernel();
   extern __shared__ __align__(128) std::uint8_t smem[];
   auto* a_s = reinterpret_cast<std::uint16_t*>(smem);
   std::uint8_t* raw_s = smem + kASmem;
@@ -173,7 +175,7 @@ bool moe_prefill_fits(const DevWeight& w, DevWeightFormat format, std::int64_t n
 void launch_moe_prefill_gemm(const MmaGemmArgs& args, int grid_y, int grid_z, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(args.n / kBN), static_cast<unsigned>(grid_y), static_cast<unsigned>(grid_z));
   cudaFuncSetAttribute(moe_prefill_fp4_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-  moe_prefill_fp4_kernel<<<grid, kThreads, kSmem, stream>>>(args);
+  launch_chained(moe_prefill_fp4_kernel, grid, kThreads, kSmem, stream, args);
 }
 
 }  // namespace deepinfer::ops::cuda

@@ -3,6 +3,7 @@
 // with both operands read by the tensor cores straight from shared memory (128-byte swizzled,
 // K-major) and the widening of the next weight tile running while the current tile's wgmma does.
 // Warpgroup g of the two owns rows 64g..64g+63 of the item and all 128 columns.
+#include "ops/cuda/dependent_launch.cuh"
 #include "ops/cuda/device_formats.cuh"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/mma_sync.cuh"
@@ -62,6 +63,7 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], std::uint64_t d
 // Grid: (n / kBN, max items, weight sets), as moe_prefill_fp4_kernel. Per element the K order is fixed
 // (64-K stages, 16-K wgmma steps), so a row's result never depends on its item or the batch.
 __global__ void __launch_bounds__(kThreads, 2) moe_prefill_wgmma_kernel(MmaGemmArgs args) {
+  enter_dependent_kernel();
 // wgmma exists on sm_90a only: a build for other architectures too (DEEPINFER_CUDA_ARCHS="90a;100a")
 // compiles the body for Hopper alone; the dispatch launches this kernel only where ArchFeatures::wgmma.
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -186,7 +188,7 @@ __global__ void __launch_bounds__(kThreads, 2) moe_prefill_wgmma_kernel(MmaGemmA
 void launch_moe_prefill_wgmma(const MmaGemmArgs& args, int grid_y, int grid_z, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(args.n / kBN), static_cast<unsigned>(grid_y), static_cast<unsigned>(grid_z));
   cudaFuncSetAttribute(moe_prefill_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-  moe_prefill_wgmma_kernel<<<grid, kThreads, kSmem, stream>>>(args);
+  launch_chained(moe_prefill_wgmma_kernel, grid, kThreads, kSmem, stream, args);
 }
 
 }  // namespace deepinfer::ops::cuda

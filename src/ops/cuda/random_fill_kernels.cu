@@ -2,6 +2,7 @@
 // ops/random_fill.h, byte for byte what the host generator writes, at memory-write speed.
 #include <cuda_runtime.h>
 
+#include "ops/cuda/dependent_launch.cuh"
 #include "ops/cuda/random_fill_launch.h"
 
 namespace deepinfer::ops::cuda {
@@ -9,6 +10,7 @@ namespace {
 
 // One thread per 8 bytes (byte kinds: one random word feeds 8 bytes) or per element (float kinds).
 __global__ void random_bytes_kernel(std::uint8_t* out, std::int64_t bytes, RandomFillSpec spec) {
+  enter_dependent_kernel();
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t w = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; w * 8 < bytes; w += stride) {
     const std::uint64_t word = random_word(spec.key, static_cast<std::uint64_t>(w));
@@ -25,6 +27,7 @@ __global__ void random_bytes_kernel(std::uint8_t* out, std::int64_t bytes, Rando
 }
 
 __global__ void random_floats_kernel(void* out, std::int64_t count, RandomFillSpec spec) {
+  enter_dependent_kernel();
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
     const float v = random_uniform(spec, static_cast<std::uint64_t>(i));
@@ -46,9 +49,9 @@ void launch_random_fill(void* out, std::int64_t bytes, const RandomFillSpec& spe
   const std::int64_t wanted = (items + kThreads - 1) / kThreads;
   const int blocks = static_cast<int>(wanted < std::int64_t{sm_count} * 16 ? wanted : std::int64_t{sm_count} * 16);
   if (floats) {
-    random_floats_kernel<<<blocks, kThreads, 0, stream>>>(out, items, spec);
+    launch_chained(random_floats_kernel, blocks, kThreads, 0, stream, out, items, spec);
   } else {
-    random_bytes_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<std::uint8_t*>(out), bytes, spec);
+    launch_chained(random_bytes_kernel, blocks, kThreads, 0, stream, static_cast<std::uint8_t*>(out), bytes, spec);
   }
 }
 

@@ -1,6 +1,7 @@
 // Row-wise CUDA kernels: fill/convert, embedding and row gathers/scatters, elementwise ops,
 // RMSNorm, RoPE, Hadamard, FP8/FP4 fake quant and argmax. One thread block or warp per row where
 // the row is reduced, so a row's result never depends on the other rows.
+#include "ops/cuda/dependent_launch.cuh"
 #include "ops/cuda/device_formats.cuh"
 #include "ops/cuda/kernels.h"
 
@@ -16,6 +17,7 @@ int grid_for(std::int64_t n, int threads = kThreads) {
 }
 
 __global__ void fill_kernel(DevRows m, float value) {
+  enter_dependent_kernel();
   const std::int64_t n = m.rows * m.width;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
@@ -23,6 +25,7 @@ __global__ void fill_kernel(DevRows m, float value) {
 }
 
 __global__ void convert_kernel(DevRows src, DevRows dst) {
+  enter_dependent_kernel();
   const std::int64_t n = src.rows * src.width;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
@@ -59,6 +62,7 @@ __device__ __forceinline__ void copy_row(const DevRows& src, std::int64_t sr, co
 }
 
 __global__ void embedding_kernel(const std::int32_t* ids, DevRows table, DevRows out, std::int64_t copies, int* err) {
+  enter_dependent_kernel();
   const std::int64_t t = blockIdx.x;
   std::int32_t id = ids[t];
   if (id < 0 || id >= table.rows) {
@@ -69,6 +73,7 @@ __global__ void embedding_kernel(const std::int32_t* ids, DevRows table, DevRows
 }
 
 __global__ void gather_kernel(DevRows src, const std::int32_t* rows, DevRows out, int* err) {
+  enter_dependent_kernel();
   const std::int64_t r = blockIdx.x;
   const std::int32_t s = rows[r];
   if (s < 0 || s >= src.rows) {
@@ -79,6 +84,7 @@ __global__ void gather_kernel(DevRows src, const std::int32_t* rows, DevRows out
 }
 
 __global__ void scatter_kernel(DevRows src, DevRowSource dst, const std::int32_t* rows, int* err) {
+  enter_dependent_kernel();
   const std::int64_t r = blockIdx.x;
   const std::int32_t d = rows[r];
   if (d == -1) return;  // writes nowhere (batch padding, no completed group)
@@ -96,6 +102,7 @@ __global__ void scatter_kernel(DevRows src, DevRowSource dst, const std::int32_t
 
 // op 0: a + b; op 1: swiglu(a = gate, b = up) with clamp `limit` (0 = none); op 2: a * s.
 __global__ void binary_kernel(DevRows a, DevRows b, DevRows out, int op, float param) {
+  enter_dependent_kernel();
   const std::int64_t n = a.rows * a.width;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
@@ -149,6 +156,7 @@ __device__ __forceinline__ float rope_column(float o, std::int64_t c, std::int64
 template <bool kRope>
 __global__ void __launch_bounds__(kNormThreads) rms_norm_kernel(DevRows x, DevRows weight, int has_weight, float eps,
                                                                 DevRows out, RopeRows rope) {
+  enter_dependent_kernel();
   __shared__ float red[32];
   const std::int64_t r = blockIdx.x;
   const int tid = static_cast<int>(threadIdx.x);
@@ -209,6 +217,7 @@ constexpr int kNormChunks = kNormThreads / 32;
 __global__ void __launch_bounds__(kNormRowsPerBlock * 32) rms_norm_rope_warp_kernel(DevRows x, DevRows weight,
                                                                                    int has_weight, float eps,
                                                                                    RopeRows rope) {
+  enter_dependent_kernel();
   const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * kNormRowsPerBlock + threadIdx.x / 32;
   if (r >= x.rows) return;
   const int lane = static_cast<int>(threadIdx.x % 32);
@@ -243,6 +252,7 @@ __global__ void __launch_bounds__(kNormRowsPerBlock * 32) rms_norm_rope_warp_ker
 // One thread per (row, pair) of the rotated tail.
 __global__ void rope_kernel(DevRows x, std::int64_t heads, const std::int32_t* positions, const float* inv_freq,
                             int rope_dim, int inverse) {
+  enter_dependent_kernel();
   const int pairs = rope_dim / 2;
   const std::int64_t n = x.rows * pairs;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
@@ -264,6 +274,7 @@ __global__ void rope_kernel(DevRows x, std::int64_t heads, const std::int32_t* p
 
 // One block per row; the row lives in shared memory through the log2(n) butterfly stages.
 __global__ void hadamard_kernel(DevRows x) {
+  enter_dependent_kernel();
   extern __shared__ float v[];
   const std::int64_t r = blockIdx.x;
   const int n = static_cast<int>(x.width);
@@ -285,6 +296,7 @@ __global__ void hadamard_kernel(DevRows x) {
 
 // One warp per quantisation block; kind 0 = FP8 E4M3 (pow2 scale), 1 = FP4 UE8M0, 2 = FP4 E4M3 scale.
 __global__ void fake_quant_kernel(DevRows x, std::int64_t col_begin, std::int64_t col_end, int block, int kind) {
+  enter_dependent_kernel();
   const int lane = threadIdx.x % 32;
   const std::int64_t warp = (blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x) / 32;
   const std::int64_t blocks_per_row = (col_end - col_begin + block - 1) / block;
@@ -306,6 +318,7 @@ __global__ void fake_quant_kernel(DevRows x, std::int64_t col_begin, std::int64_
 }
 
 __global__ void argmax_kernel(DevRows logits, std::int32_t* out) {
+  enter_dependent_kernel();
   __shared__ float best_v[32];
   __shared__ std::int64_t best_i[32];
   const std::int64_t r = blockIdx.x;
@@ -352,43 +365,44 @@ static unsigned copy_chunks(std::int64_t width) {
 }
 
 void launch_fill(const DevRows& m, float value, cudaStream_t stream) {
-  fill_kernel<<<grid_for(m.rows * m.width), kThreads, 0, stream>>>(m, value);
+  launch_chained(fill_kernel, grid_for(m.rows * m.width), kThreads, 0, stream, m, value);
 }
 
 void launch_convert(const DevRows& src, const DevRows& dst, cudaStream_t stream) {
-  convert_kernel<<<grid_for(src.rows * src.width), kThreads, 0, stream>>>(src, dst);
+  launch_chained(convert_kernel, grid_for(src.rows * src.width), kThreads, 0, stream, src, dst);
 }
 
 void launch_embedding(const std::int32_t* ids, std::int64_t count, const DevRows& table, const DevRows& out,
                       std::int64_t copies, int* err, cudaStream_t stream) {
   if (count == 0) return;
   const dim3 grid(static_cast<unsigned>(count), copy_chunks(table.width));
-  embedding_kernel<<<grid, kThreads, 0, stream>>>(ids, table, out, copies, err);
+  launch_chained(embedding_kernel, grid, kThreads, 0, stream, ids, table, out, copies, err);
 }
 
 void launch_gather_rows(const DevRows& src, const std::int32_t* rows, const DevRows& out, int* err,
                         cudaStream_t stream) {
   if (out.rows == 0) return;
   const dim3 grid(static_cast<unsigned>(out.rows), copy_chunks(src.width));
-  gather_kernel<<<grid, kThreads, 0, stream>>>(src, rows, out, err);
+  launch_chained(gather_kernel, grid, kThreads, 0, stream, src, rows, out, err);
 }
 
 void launch_scatter_rows(const DevRows& src, const DevRowSource& dst, const std::int32_t* rows, int* err,
                          cudaStream_t stream) {
   if (src.rows == 0) return;
   const dim3 grid(static_cast<unsigned>(src.rows), copy_chunks(src.width));
-  scatter_kernel<<<grid, kThreads, 0, stream>>>(src, dst, rows, err);
+  launch_chained(scatter_kernel, grid, kThreads, 0, stream, src, dst, rows, err);
 }
 
 void launch_binary(const DevRows& a, const DevRows& b, const DevRows& out, BinaryOp op, float param,
                    cudaStream_t stream) {
-  binary_kernel<<<grid_for(a.rows * a.width), kThreads, 0, stream>>>(a, b, out, static_cast<int>(op), param);
+  launch_chained(binary_kernel, grid_for(a.rows * a.width), kThreads, 0, stream, a, b, out, static_cast<int>(op),
+                 param);
 }
 
 void launch_rms_norm(const DevRows& x, const DevRows* weight, float eps, const DevRows& out, cudaStream_t stream) {
   if (x.rows == 0) return;
-  rms_norm_kernel<false><<<static_cast<unsigned>(x.rows), kNormThreads, 0, stream>>>(
-      x, weight ? *weight : DevRows{}, weight ? 1 : 0, eps, out, RopeRows{});
+  launch_chained(rms_norm_kernel<false>, static_cast<unsigned>(x.rows), kNormThreads, 0, stream, x,
+                 weight ? *weight : DevRows{}, weight ? 1 : 0, eps, out, RopeRows{});
 }
 
 bool rms_norm_rope_fits(std::int64_t width, int rope_dim) {
@@ -401,18 +415,18 @@ void launch_rms_norm_rope(const DevRows& x, const DevRows* weight, float eps, co
   if (x.rows == 0) return;
   if (x.width <= kNormThreads && x.rows >= kNormWarpMinRows) {  // (either kernel gives the same bits)
     const auto blocks = static_cast<unsigned>((x.rows + kNormRowsPerBlock - 1) / kNormRowsPerBlock);
-    rms_norm_rope_warp_kernel<<<blocks, kNormRowsPerBlock * 32, 0, stream>>>(x, weight ? *weight : DevRows{},
-                                                                             weight ? 1 : 0, eps, rope);
+    launch_chained(rms_norm_rope_warp_kernel, blocks, kNormRowsPerBlock * 32, 0, stream, x,
+                   weight ? *weight : DevRows{}, weight ? 1 : 0, eps, rope);
     return;
   }
-  rms_norm_kernel<true><<<static_cast<unsigned>(x.rows), kNormThreads, 0, stream>>>(
-      x, weight ? *weight : DevRows{}, weight ? 1 : 0, eps, x, rope);
+  launch_chained(rms_norm_kernel<true>, static_cast<unsigned>(x.rows), kNormThreads, 0, stream, x,
+                 weight ? *weight : DevRows{}, weight ? 1 : 0, eps, x, rope);
 }
 
 void launch_rope(const DevRows& x, std::int64_t heads, const std::int32_t* positions, const float* inv_freq,
                  int rope_dim, bool inverse, cudaStream_t stream) {
-  rope_kernel<<<grid_for(x.rows * (rope_dim / 2)), kThreads, 0, stream>>>(x, heads, positions, inv_freq, rope_dim,
-                                                                          inverse ? 1 : 0);
+  launch_chained(rope_kernel, grid_for(x.rows * (rope_dim / 2)), kThreads, 0, stream, x, heads, positions, inv_freq,
+                 rope_dim, inverse ? 1 : 0);
 }
 
 void launch_hadamard(const DevRows& x, cudaStream_t stream) {
@@ -420,18 +434,19 @@ void launch_hadamard(const DevRows& x, cudaStream_t stream) {
   const std::size_t smem = static_cast<std::size_t>(x.width) * sizeof(float);
   if (smem > 48 * 1024) cudaFuncSetAttribute(hadamard_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              static_cast<int>(smem));
-  hadamard_kernel<<<static_cast<unsigned>(x.rows), kThreads, smem, stream>>>(x);
+  launch_chained(hadamard_kernel, static_cast<unsigned>(x.rows), kThreads, smem, stream, x);
 }
 
 void launch_fake_quant(const DevRows& x, std::int64_t col_begin, std::int64_t col_end, int block, int kind,
                        cudaStream_t stream) {
   const std::int64_t blocks = x.rows * ((col_end - col_begin + block - 1) / block);
   if (blocks == 0) return;
-  fake_quant_kernel<<<grid_for(blocks * 32), kThreads, 0, stream>>>(x, col_begin, col_end, block, kind);
+  launch_chained(fake_quant_kernel, grid_for(blocks * 32), kThreads, 0, stream, x, col_begin, col_end, block, kind);
 }
 
 // One grid row per logits row; each thread tests one bit (the mask words stay in L1/L2).
 __global__ void token_mask_kernel(DevRows logits, const std::uint32_t* mask) {
+  enter_dependent_kernel();
   const std::int64_t t = blockIdx.y, words = (logits.width + 31) / 32;
   auto* row = static_cast<float*>(logits.base) + t * logits.stride;
   for (std::int64_t v = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; v < logits.width;
@@ -442,12 +457,13 @@ __global__ void token_mask_kernel(DevRows logits, const std::uint32_t* mask) {
 void launch_token_mask(const DevRows& logits, const std::uint32_t* mask, cudaStream_t stream) {
   if (logits.rows == 0 || logits.width == 0) return;
   const auto blocks = static_cast<unsigned>(std::min<std::int64_t>((logits.width + kThreads - 1) / kThreads, 64));
-  token_mask_kernel<<<dim3(blocks, static_cast<unsigned>(logits.rows)), kThreads, 0, stream>>>(logits, mask);
+  launch_chained(token_mask_kernel, dim3(blocks, static_cast<unsigned>(logits.rows)), kThreads, 0, stream, logits,
+                 mask);
 }
 
 void launch_argmax(const DevRows& logits, std::int32_t* out, cudaStream_t stream) {
   if (logits.rows == 0) return;
-  argmax_kernel<<<static_cast<unsigned>(logits.rows), kThreads, 0, stream>>>(logits, out);
+  launch_chained(argmax_kernel, static_cast<unsigned>(logits.rows), kThreads, 0, stream, logits, out);
 }
 
 }  // namespace deepinfer::ops::cuda

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <mutex>
 
+#include "ops/cuda/dependent_launch.cuh"
 #include "ops/cuda/sampling_cluster.cuh"
 #include "ops/cuda/sampling_launch.h"
 #include "ops/sampling.h"
@@ -40,6 +41,7 @@ __device__ double g_bucket_lo[kBuckets];
 __device__ double g_bucket_hi[kBuckets];
 
 __global__ void init_buckets_kernel() {
+  enter_dependent_kernel();
   const int k = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (k >= kBuckets) return;
   const auto first = static_cast<std::uint32_t>(static_cast<u64>(k) << kBucketShift);
@@ -644,6 +646,7 @@ bool can_run_sixteen() {
 }
 
 __global__ void resolve_sampled_ids_kernel(std::int32_t* ids, int n, const std::int32_t* sampled, int rows, int width) {
+  enter_dependent_kernel();
   const int t = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (t >= n || ids[t] >= 0) return;
   const long long row = -1ll - ids[t];
@@ -653,6 +656,7 @@ __global__ void resolve_sampled_ids_kernel(std::int32_t* ids, int n, const std::
 __global__ void add_sampled_to_history_kernel(SampleRow* rows, int n, SampleEntry* entries, int num_entries,
                                               const std::int32_t* sources, const std::int32_t* sampled, int sampled_rows,
                                               int width) {
+  enter_dependent_kernel();
   const int t = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (t >= n || sources[t] < 0 || sources[t] >= sampled_rows) return;
   sm::add_to_history(rows[t], entries, num_entries, sampled[static_cast<long long>(sources[t]) * width]);
@@ -664,14 +668,15 @@ void launch_add_sampled_to_history(SampleRow* rows, int n, SampleEntry* entries,
                                    const std::int32_t* sources, const std::int32_t* sampled, int sampled_rows, int width,
                                    cudaStream_t stream) {
   if (n == 0) return;
-  add_sampled_to_history_kernel<<<static_cast<unsigned>((n + 127) / 128), 128, 0, stream>>>(
-      rows, n, entries, num_entries, sources, sampled, sampled_rows, width);
+  launch_chained(add_sampled_to_history_kernel, static_cast<unsigned>((n + 127) / 128), 128, 0, stream, rows, n,
+                 entries, num_entries, sources, sampled, sampled_rows, width);
 }
 
 void launch_resolve_sampled_ids(std::int32_t* ids, int n, const std::int32_t* sampled, int rows, int width,
                                 cudaStream_t stream) {
   if (n == 0) return;
-  resolve_sampled_ids_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(ids, n, sampled, rows, width);
+  launch_chained(resolve_sampled_ids_kernel, static_cast<unsigned>((n + 255) / 256), 256, 0, stream, ids, n, sampled,
+                 rows, width);
 }
 
 std::int64_t sample_chunks_per_row(int vocab) { return (vocab + sm::kLseChunk - 1) / sm::kLseChunk; }
@@ -691,7 +696,7 @@ void launch_sample_tokens(const SampleLaunch& args, cudaStream_t stream) {
     if (device >= 0 && device < 256) {
       if (!ready[device]) {
         cudaFuncSetAttribute(sample_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kDynamicShared);
-        init_buckets_kernel<<<kBuckets / 256, 256, 0, stream>>>();
+        launch_chained(init_buckets_kernel, kBuckets / 256, 256, 0, stream);
         sixteen[device] = can_run_sixteen();
         ready[device] = true;
       }

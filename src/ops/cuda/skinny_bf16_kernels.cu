@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "ops/cuda/dependent_launch.cuh"
 #include "ops/cuda/device_formats.cuh"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/mma_sync.cuh"
@@ -52,6 +53,7 @@ __device__ __forceinline__ uint4 e4m3x8_to_bf16x8(uint2 codes, float scale) {
 // kFp8: FP8-block weights, 8 code bytes per row and step, widened to the bf16 words above.
 template <int J, int U, bool kFp8>
 __global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_bf16_kernel(SkinnyBf16Args args) {
+  enter_dependent_kernel();
   __shared__ float red[kSkinnyWarps][J * 4][32];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, tig = lane % 4;
@@ -148,7 +150,7 @@ void launch_bf16_config(SkinnyBf16Args args, cudaStream_t stream) {
   const int tiles_per_block = kSkinnyWarps / args.splits;
   const dim3 grid(static_cast<unsigned>((tiles + tiles_per_block - 1) / tiles_per_block),
                   static_cast<unsigned>((args.x.rows + 8 * J - 1) / (8 * J)));
-  kernel<<<grid, kSkinnyWarps * 32, 0, stream>>>(args);
+  launch_chained(kernel, grid, kSkinnyWarps * 32, 0, stream, args);
 }
 
 }  // namespace

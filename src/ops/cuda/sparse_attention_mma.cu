@@ -3,6 +3,7 @@
 // gathered KV rows the N tile, loaded once into shared memory and read as K for Q·Kᵀ and as V for P·V.
 #include <algorithm>
 
+#include "ops/cuda/dependent_launch.cuh"
 #include "ops/cuda/device_formats.cuh"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/mma_sync.cuh"
@@ -326,6 +327,7 @@ __device__ __forceinline__ void write_output(const AttentionArgs& a, const std::
 // of its token's index list through a two-stage cp.async pipeline.
 template <int D, int MT, bool kSplitProbs>
 __global__ void __launch_bounds__(kThreads, 1) sparse_attention_mma_kernel(AttentionArgs a) {
+  enter_dependent_kernel();
   using L = Layout<D, MT>;
   extern __shared__ __align__(128) std::uint8_t smem[];
   const std::int64_t t = blockIdx.x;
@@ -389,6 +391,7 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attention_mma_kernel(Atten
 
 // Merges the splits of one (token, head) row in split order; the sink joins the denominator here.
 __global__ void __launch_bounds__(128) sparse_attention_mma_combine(AttentionArgs a) {
+  enter_dependent_kernel();
   const std::int64_t row = blockIdx.x;
   const int h = static_cast<int>(row % a.heads);
   const float* ml = a.part_ml + row * a.splits * 2;
@@ -420,7 +423,7 @@ void launch_variant(const AttentionArgs& a, std::int64_t tokens, cudaStream_t st
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>((a.heads + 16 * MT - 1) / (16 * MT)),
                   static_cast<unsigned>(a.splits));
-  kernel<<<grid, kThreads, kSmem, stream>>>(a);
+  launch_chained(kernel, grid, kThreads, kSmem, stream, a);
 }
 
 template <int D>
@@ -477,7 +480,7 @@ void launch_sparse_attention_mma(const AttentionArgs& a, std::int64_t tokens, cu
     default: launch_d<512>(a, tokens, stream); break;
   }
   if (a.splits > 1)
-    sparse_attention_mma_combine<<<static_cast<unsigned>(tokens * a.heads), 128, 0, stream>>>(a);
+    launch_chained(sparse_attention_mma_combine, static_cast<unsigned>(tokens * a.heads), 128, 0, stream, a);
 }
 
 }  // namespace deepinfer::ops::cuda
