@@ -8,7 +8,8 @@
 //                        wgmma) | --moe-trace (experts, default vs mma.sync, a 30 ms pause after each
 //                        timing: for a kernel trace) |
 //                        --decode (ceilings, decode linears of 1..32 rows, fp8 to 64, streamed from HBM) |
-//                        --moe-prefill (ceilings, routed experts at prefill sizes: the prefill GEMM vs skinny)]
+//                        --moe-prefill (ceilings, routed experts at prefill sizes: the prefill GEMM vs skinny) |
+//                        --wo-a (ceilings, V4's grouped wo_a at 1..256 rows: bf16 vs its FP8 blocks, old and wgmma)]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -281,6 +282,52 @@ void bench_decode_linears(Backend& fast, Backend& previous, Backend& alt, Backen
   std::printf("\n");
 }
 
+// V4's wo_a (8 groups x [1024, 4096]) at the decode batches, weights rotated through >= 256 MB of copies:
+// its bf16 dequantisation (today's default), the FP8 blocks through the skinny kernel / per-group loop
+// (grouped_fp8_wgmma off) and through the wgmma kernel (grouped_fp8_wgmma.cu). The floor: the FP8
+// bytes at the measured HBM rate or the bf16 products at the measured bf16 rate.
+void bench_wo_a(Backend& fast, Backend& fp8_old, const Roof& roof) {
+  const int groups = 8;
+  const std::int64_t n = 1024, k = 4096;
+  std::printf("## wo_a (8 groups x [1024, 4096]; weights rotated through >= 256 MB: HBM, not L2)\n\n");
+  std::printf("| M | path | time µs | weight GB/s | floor µs | floor/time |\n| ---: | --- | ---: | ---: | ---: | ---: |\n");
+  struct Set {
+    std::vector<std::vector<LinearWeight>> copies;
+    double bytes = 0.0;
+  };
+  auto make_set = [&](WeightFormat f) {
+    Set set;
+    for (int r = 0; r == 0 || set.bytes * r < 256e6; ++r) {
+      std::vector<LinearWeight> ws;
+      for (int g = 0; g < groups; ++g) ws.push_back(make_weight(fast, f, n, k, static_cast<std::uint64_t>(1000 * r + g + 7)));
+      if (r == 0)
+        for (const LinearWeight& w : ws)
+          set.bytes += static_cast<double>(w.data.nbytes() + (w.scale.defined() ? w.scale.nbytes() : 0));
+      set.copies.push_back(std::move(ws));
+    }
+    return set;
+  };
+  const Set bf16 = make_set(WeightFormat::kBF16), fp8 = make_set(WeightFormat::kFp8Block);
+  for (std::int64_t m : {1, 8, 32, 128, 256}) {
+    const Tensor x = fast.upload(host_bf16({m, groups * k}, 1.0f, static_cast<std::uint64_t>(m)));
+    Tensor y = fast.empty({m, groups * n}, DType::kBF16);
+    const double fl = floor_us(fp8.bytes + 2.0 * m * groups * k, 2.0 * m * groups * n * k, roof.bf16_tflops, roof);
+    auto row = [&](const char* path, Backend& b, const Set& set) {
+      const CudaTiming t = cuda_time(b, [&] {
+        for (const auto& ws : set.copies) b.linear_grouped(x, ws, {}, y);
+      }, 1, 10);
+      const double us = t.median_ms * 1e3 / static_cast<double>(set.copies.size());
+      std::printf("| %lld | %s | %.2f | %.0f | %.2f | %.0f%% |\n", static_cast<long long>(m), path, us,
+                  set.bytes / (us * 1e3), fl, 100.0 * fl / us);
+    };
+    row("bf16 dequantisation", fast, bf16);
+    row("fp8 blocks, skinny / loop", fp8_old, fp8);
+    row("fp8 blocks, wgmma", fast, fp8);
+    std::fflush(stdout);
+  }
+  std::printf("\n");
+}
+
 // One routed-expert path to time: a label and the backend whose options select it.
 struct ExpertPath {
   const char* label;
@@ -489,6 +536,15 @@ int main(int argc, char** argv) {
       auto fp8_lt = make_cuda_backend(lt8);
       auto fp8_mma = make_cuda_backend(mma);
       bench_decode_linears(*fast, *previous, *alternative, *fp8_lt, *fp8_mma, roof);
+      return 0;
+    }
+    if (argc > 1 && std::strcmp(argv[1], "--wo-a") == 0) {
+      Roof roof;
+      measure_roof(roof, *fast);
+      CudaBackendOptions old_options;
+      old_options.grouped_fp8_wgmma = false;
+      auto fp8_old = make_cuda_backend(old_options);
+      bench_wo_a(*fast, *fp8_old, roof);
       return 0;
     }
     if (argc > 1 && std::strcmp(argv[1], "--moe-prefill") == 0) {

@@ -143,6 +143,12 @@ Backend& gpu_bf16_skinny() {
   return *backend;
 }
 
+// FP8-block groups through the skinny bf16 kernel (up to 32 rows) and the loop above, not the wgmma kernel.
+Backend& gpu_grouped_fp8_skinny() {
+  static auto backend = backend_with([](CudaBackendOptions& o) { o.grouped_fp8_wgmma = false; });
+  return *backend;
+}
+
 TEST(CudaParity, Bf16DecodeLinearMatchesCpuThroughTheSkinnyKernel) {
   DEEPINFER_REQUIRE_GPU();
   // Odd N (tail tiles), K from one pass to several K splits, every row-group width, bf16 and f32 out.
@@ -269,19 +275,20 @@ TEST(CudaParity, GroupedLinearMatchesCpuAndTheLoopOfLinears) {
   check_grouped(Fmt::kBF16, 2, {3, 48, 100}, DType::kF32, gpu(), true);    // K % 32 != 0: the loop
   check_grouped(Fmt::kF32, 3, {5, 40, 64}, DType::kF32, gpu(), true);
   check_grouped(Fmt::kFp8b128, 2, {5, 256, 256}, DType::kF32, gpu(), false);  // FP8 wo_a: one launch
-  check_grouped(Fmt::kFp8b128, 2, {40, 256, 256}, DType::kF32, gpu(), true);  // above 32 rows: the loop
+  check_grouped(Fmt::kFp8b128, 2, {40, 256, 256}, DType::kF32, gpu_grouped_fp8_skinny(), true);  // the loop
   check_grouped(Fmt::kFp8b32, 3, {7, 64, 128}, DType::kBF16, gpu(), false);
   check_grouped(Fmt::kBF16, 8, {4, 64, 256}, DType::kF32, gpu_invariant(), true);
   check_grouped(Fmt::kFp8b128, 2, {4, 256, 256}, DType::kF32, gpu_invariant(), true);
 }
 
-// wo_a kept as FP8 blocks (Backend::grouped_fp8_weights): the skinny kernel widens each code times its
+// wo_a kept as FP8 blocks (Backend::grouped_fp8_weights) without the wgmma kernel (grouped_fp8_wgmma off;
+// parity_grouped_fp8_test.cpp tests that one): the skinny kernel widens each code times its
 // block scale to bf16 in registers, so it must give the bits of the same launch on the host's bf16
 // dequantisation (io::dequantize_fp8_block), at every row count it serves (1..32: one, two and four
 // groups of 8 rows), for 128- and 32-blocks, ue8m0 and f32 scales, bf16 and f32 outputs.
 TEST(CudaParity, GroupedLinearOnFp8BlocksGivesTheBitsOfItsBf16Dequantisation) {
   DEEPINFER_REQUIRE_GPU();
-  Backend& b = gpu();
+  Backend& b = gpu_grouped_fp8_skinny();
   for (int block : {128, 32})
     for (bool f32_scale : {false, true})
       for (std::int64_t m : {1, 3, 8, 9, 16, 17, 32}) {

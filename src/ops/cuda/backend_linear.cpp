@@ -9,6 +9,7 @@
 #include "ops/cpu/gemm.h"
 #include "ops/cuda/cuda_backend_impl.h"
 #include "ops/cuda/cuda_check.h"
+#include "ops/cuda/grouped_fp8_wgmma.h"
 #include "ops/cuda/kernels.h"
 
 namespace deepinfer::ops::cuda {
@@ -234,6 +235,30 @@ void CudaBackend::linear_grouped(const Tensor& x, std::span<const LinearWeight> 
                  (!wg.quantized() || (wg.scale.is_contiguous() && wg.scale.dtype() == w0.scale.dtype() &&
                                       wg.scale.dim(1) == w0.scale.dim(1)));
   }
+  if (grouped_fp8_wgmma_eligible(xr, w, options.act_quant_block)) {
+    const DevRows orow = rows_of(out, groups * n, "linear_grouped out");
+    if (xr.rows == 0 || n == 0) return;
+    activate();
+    GroupedFp8WgmmaArgs args;
+    const DevWeight dw = dev_weight(w0);
+    args.x = xr;
+    args.n = n;
+    args.k = k;
+    args.groups = static_cast<int>(groups);
+    for (std::size_t g = 0; g < w.size(); ++g) {
+      args.w[g] = w[g].data.raw_data();
+      args.w_scale[g] = w[g].scale.raw_data();
+    }
+    args.scale_ld = dw.scale_ld;
+    args.block = dw.block;
+    args.scale_f32 = dw.scale_f32;
+    args.out = orow.base;
+    args.ldo = orow.stride;
+    args.out_bf16 = orow.bf16;
+    launch_grouped_fp8_wgmma(args, stream_, options_.dependent_launch);
+    DI_CUDA_CHECK_LAUNCH("linear_grouped (fp8 wgmma)");
+    return;
+  }
   if (!one_launch) {  // the reference loop (each linear picks its own path)
     Backend::linear_grouped(x, w, options, out);
     return;
@@ -242,6 +267,24 @@ void CudaBackend::linear_grouped(const Tensor& x, std::span<const LinearWeight> 
   if (xr.rows == 0 || n == 0) return;
   activate();
   gemm_skinny_bf16(xr, w, orow);
+}
+
+// The grouped FP8-block projection on wgmma (grouped_fp8_wgmma.cu): up to kGroupedFp8WgmmaMaxRows bf16
+// rows read in place, every group FP8 [n, k] with the same square 128- or 32-blocks and scale layout.
+bool CudaBackend::grouped_fp8_wgmma_eligible(const DevRows& x, std::span<const LinearWeight> w, int act_block) const {
+  if (!options_.grouped_fp8_wgmma || !arch_->wgmma || options_.batch_invariant || act_block > 0 || !x.bf16 ||
+      x.rows > kGroupedFp8WgmmaMaxRows || w.size() < 2 || w.size() > static_cast<std::size_t>(kMaxLinearGroups) ||
+      reinterpret_cast<std::uintptr_t>(x.base) % 16 != 0 || x.stride % 8 != 0)
+    return false;
+  const LinearWeight& w0 = w.front();
+  const std::int64_t n = w0.out_features(), k = w0.in_features();
+  if (w0.format != WeightFormat::kFp8Block || (w0.block != 128 && w0.block != 32) || n % 64 != 0 || k % 128 != 0)
+    return false;
+  return std::all_of(w.begin(), w.end(), [&](const LinearWeight& wg) {
+    return wg.format == w0.format && wg.block == w0.block && wg.data.is_contiguous() &&
+           reinterpret_cast<std::uintptr_t>(wg.data.raw_data()) % 16 == 0 && wg.scale.is_contiguous() &&
+           wg.scale.dtype() == w0.scale.dtype() && wg.scale.shape() == w0.scale.shape();
+  });
 }
 
 // The skinny bf16 kernel reads x in place with 16-byte loads and streams the weight rows whole: bf16, or

@@ -52,6 +52,11 @@ struct CudaBackendOptions {
   // 4-layer V4 decode (2026-11-30, one A/B call): on vs off 1.13 / 1.93 / 3.83 / 7.26 / 9.00 vs 1.14 /
   // 1.93 / 3.88 / 7.01 / 8.74 ms at batch 1 / 8 / 32 / 128 / 256 — so off until large batches gain too.
   bool grouped_fp8_weights = false;
+  // linear_grouped on FP8-block weights (block 128 or 32, N % 64 == 0, K % 128 == 0, no act quant, bf16
+  // x) up to kGroupedFp8WgmmaMaxRows rows on sm_90a: one launch of grouped_fp8_wgmma.cu (bf16 wgmma with
+  // the weights widened to their exact bf16 values in registers, two K halves per CTA). Ignored in
+  // batch-invariant mode.
+  bool grouped_fp8_wgmma = true;
   // Up to this many rows (at most 8; 0 = off) of bf16 activations on fp8-block weights (blocks of 64k,
   // act block 64k): the skinny FP8 GEMM with the act quant fused into its blocks (one launch; the same
   // codes and scales). Measured faster at 1 row only: every block re-quantises its rows.

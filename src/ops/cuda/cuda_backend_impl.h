@@ -186,6 +186,8 @@ class CudaBackend final : public Backend, public GraphBackend {
   // bf16 weights at decode (backend_linear.cpp): the skinny bf16 tensor-core kernel over one or more
   // weights of one shape (x holds their K ranges side by side, out their N ranges).
   bool skinny_bf16_eligible(const DevRows& x, const LinearWeight& w, int act_block) const;
+  // The grouped FP8-block projection on sm_90a wgmma (grouped_fp8_wgmma.cu, up to 256 rows).
+  bool grouped_fp8_wgmma_eligible(const DevRows& x, std::span<const LinearWeight> w, int act_block) const;
   // FP8 decode with the act quant fused into the GEMM (up to 8 rows, fp8-block weights).
   bool fp8_decode_eligible(const DevRows& x, const LinearWeight& w, int act_block) const;
   void gemm_fp8_decode(const DevRows& x, const LinearWeight& w, int act_block, const DevRows& out);

@@ -70,14 +70,33 @@ __device__ __forceinline__ uint4 lds128(std::uint32_t addr) {
   return v;
 }
 
-// Two e4m3 codes (low byte first) -> bf16x2 of code x scale: e4m3 -> f16 is exact, the f32 product is the
-// host dequantisation's (io::dequantize_fp8_block), rounded to bf16 the same way (as the skinny bf16
-// kernel's FP8 form does).
+// Two e4m3 codes (low byte first) -> bf16x2 of code x scale, any f32 scale: e4m3 -> f16 is exact, the f32
+// product is the host dequantisation's (io::dequantize_fp8_block), rounded to bf16 the same way (as the
+// skinny bf16 kernel's FP8 form does).
 __device__ __forceinline__ std::uint32_t widen_e4m3x2(std::uint32_t two, float scale) {
   const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two & 0xffffu), __NV_E4M3);
   const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
   const __nv_bfloat162 b = __floats2bfloat162_rn(f.x * scale, f.y * scale);
   return *reinterpret_cast<const std::uint32_t*>(&b);
+}
+
+// The same for a power-of-two scale 2^p (ue8m0, or f32 with a zero mantissa), where code x 2^p is a bf16
+// value exactly: the codes sit in bytes 1 and 3 of `q` (sign bit 15 / 31 already where bf16 has it);
+// exponent and mantissa move right by 4 (bf16 exponent 4 bits wider, bias 127 vs 7: the bits read as
+// code x 2^-120, e4m3 subnormals as bf16 subnormals), then one exact bf16x2 multiply by 2^(120 + p).
+__device__ __forceinline__ std::uint32_t widen_e4m3x2_pow2(std::uint32_t q, std::uint32_t mul) {
+  const std::uint32_t bits = (q & 0x80008000u) | ((q & 0x7f007f00u) >> 4);
+  std::uint32_t out;
+  asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(out) : "r"(bits), "r"(mul));
+  return out;
+}
+
+// A stage scale's bf16x2 multiplier 2^(120 + p) when the scale is 2^p with 120 + p + 127 a normal bf16
+// exponent (p <= 7), else 0 (the f32 widening then).
+__device__ __forceinline__ std::uint32_t pow2_multiplier(float scale) {
+  const std::uint32_t bits = __float_as_uint(scale), e = bits >> 23;
+  if ((bits & 0x807fffffu) != 0 || e == 0 || e > 134) return 0u;
+  return ((e + 120u) << 7) * 0x10001u;
 }
 
 // d (+)= A · B, A (64 x 16 bf16) from registers (a[0..3]: the fragment above), B (N x 16 bf16, K-major)
@@ -167,25 +186,28 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_fp8_wgmma_kernel(GroupedF
   const auto* scale_row = static_cast<const std::uint8_t*>(args.w_scale[grp]) +
                           ((n0 + 16 * wq) / args.block) * args.scale_ld * bytes_per_scale;
 
-  auto load_weights = [&](int stage, int kb) {
-    std::uint8_t* dst = ring + stage * C::kStage;
+  // Per-thread copy addresses, fixed but for the stage: weight chunk c = t128 % 8 of rows t128 / 8 + 16 i
+  // (their swizzle phase r % 8 is the same for every i: 2048 bytes apart in shared memory), activation
+  // chunk t128 % 16 of token rows t128 / 16 + 8 i (1024 bytes apart).
+  const std::uint32_t ring_s = smem_u32(ring);
+  const std::uint8_t* w_src = w_bytes + (n0 + t128 / 8) * args.k + static_cast<std::int64_t>(kb0) * kBK + (t128 % 8) * 16;
+  const std::uint32_t w_dst = swizzled(t128 / 8, t128 % 8);
+  const int xr = t128 / 16, xc = t128 % 16;
+  const std::uint16_t* x_src = x_base + static_cast<std::int64_t>(row0 + xr) * args.x.stride +
+                               static_cast<std::int64_t>(kb0) * kBK + xc * 8;
+  const std::uint32_t x_dst = kWTile + (xc / 8) * NT * 128 + swizzled(xr, xc % 8);
+  auto load_weights = [&](std::uint32_t stage_s, int s) {  // stage base, K block kb0 + s
 #pragma unroll
-    for (int i = 0; i < kRowsW * 8 / 128; ++i) {  // 4 16-byte chunks per thread
-      const int idx = t128 + i * 128, r = idx / 8, c = idx % 8;
-      cp_async_weight16(smem_u32(dst + swizzled(r, c)), w_bytes + (n0 + r) * args.k + kb * kBK + c * 16);
-    }
+    for (int i = 0; i < kRowsW * 8 / 128; ++i)  // 4 16-byte chunks per thread
+      cp_async_weight16(stage_s + w_dst + i * 2048, w_src + static_cast<std::int64_t>(16 * i) * args.k + s * kBK);
   };
-  auto load_acts = [&](int stage, int kb) {
-    std::uint8_t* dst = ring + stage * C::kStage + kWTile;
+  auto load_acts = [&](std::uint32_t stage_s, int s) {
+    static_assert(NT * 16 % 128 == 0, "whole chunk rounds");
 #pragma unroll
-    for (int i = 0; i < (NT * 16 + 127) / 128; ++i) {  // NT rows x 16 chunks of 8 bf16
-      const int idx = t128 + i * 128, r = idx / 16, c = idx % 16;
-      if (NT * 16 % 128 == 0 || idx < NT * 16) {
-        const bool valid = r < mrows;
-        const std::uint16_t* src =
-            valid ? x_base + static_cast<std::int64_t>(row0 + r) * args.x.stride + kb * kBK + c * 8 : x_base;
-        cp_async16_zfill(smem_u32(dst + (c / 8) * NT * 128 + swizzled(r, c % 8)), src, valid);
-      }
+    for (int i = 0; i < NT * 16 / 128; ++i) {  // NT rows x 16 chunks of 8 bf16
+      const bool valid = xr + 8 * i < mrows;
+      const std::uint16_t* src = valid ? x_src + static_cast<std::int64_t>(8 * i) * args.x.stride + s * kBK : x_base;
+      cp_async16_zfill(stage_s + x_dst + i * 1024, src, valid);
     }
   };
 
@@ -198,7 +220,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_fp8_wgmma_kernel(GroupedF
   // stage t's group always has kStages - 2 newer ones when it is waited for.
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s)
-    if (s < nk) load_weights(s, kb0 + s);
+    if (s < nk) load_weights(ring_s + s * C::kStage, s);
   float sc[SB];
 #pragma unroll
   for (int sb = 0; sb < SB; ++sb) sc[sb] = nk > 0 ? scale_at(args, scale_row, kb0 * SB + sb) : 0.0f;
@@ -206,41 +228,76 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_fp8_wgmma_kernel(GroupedF
   allow_dependents_early();
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < nk) load_acts(s, kb0 + s);
+    if (s < nk) load_acts(ring_s + s * C::kStage, s);
     cp_async_commit_group();
   }
 
-  // Thread (g, tq)'s fragment pairs: bytes 2 tq, 2 tq + 1 of each 8-byte half of a 16-K chunk.
+  // Thread (g, tq)'s fragment pairs: bytes 2 tq, 2 tq + 1 of each 8-byte half of a 16-K chunk, as the low
+  // half (f32 widening) or as bytes 1 and 3 (power-of-two widening).
   const std::uint32_t sel = static_cast<std::uint32_t>(2 * tq) | static_cast<std::uint32_t>(2 * tq + 1) << 4;
-  const int r_lo = 16 * wq + g, r_hi = r_lo + 8;
+  const std::uint32_t sel13 = static_cast<std::uint32_t>(2 * tq) << 4 | static_cast<std::uint32_t>(2 * tq + 1) << 12;
+  // Row r_lo's chunk j of a stage lies at base + r_lo * 128 + ((j ^ r_lo % 8) << 4) = (base + row_off) ^ (j << 4)
+  // (the base is 1024-aligned); row r_lo + 8's is 1024 bytes further.
+  const int r_lo = 16 * wq + g;
+  const auto row_off = static_cast<std::uint32_t>(r_lo * 128 + ((r_lo % 8) << 4));
+  std::uint32_t read_s = ring_s, write_s = ring_s + (kStages - 1) * C::kStage;  // stages t, t + kStages - 1
   for (int t = 0; t < nk; ++t) {
     cp_async_wait_group<kStages - 2>();  // this thread's copies of stage t have landed
     fence_proxy_async();                 // ... and are visible to the async proxy (wgmma)
     warpgroup_sync(wg);                  // everyone's copies; everyone's wgmmas of stage t - 1 are done
     if (t + kStages - 1 < nk) {
-      load_weights((t + kStages - 1) % kStages, kb0 + t + kStages - 1);
-      load_acts((t + kStages - 1) % kStages, kb0 + t + kStages - 1);
+      load_weights(write_s, t + kStages - 1);
+      load_acts(write_s, t + kStages - 1);
     }
     cp_async_commit_group();
     float sc_next[SB];
 #pragma unroll
     for (int sb = 0; sb < SB; ++sb) sc_next[sb] = t + 1 < nk ? scale_at(args, scale_row, (kb0 + t + 1) * SB + sb) : 0.0f;
 
-    const std::uint32_t a_addr = smem_u32(ring + (t % kStages) * C::kStage);
-    const std::uint32_t b_addr = a_addr + kWTile;
-    std::uint32_t frag[kBK / 16][4];
+    const std::uint32_t a_addr = read_s;
+    read_s = read_s == ring_s + (kStages - 1) * C::kStage ? ring_s : read_s + C::kStage;
+    write_s = write_s == ring_s + (kStages - 1) * C::kStage ? ring_s : write_s + C::kStage;
+    const std::uint32_t a_row = a_addr + row_off;
+    std::uint32_t mul[SB];
+    bool pow2 = true;
 #pragma unroll
-    for (int j = 0; j < kBK / 16; ++j) {
-      const uint4 lo = lds128(a_addr + swizzled(r_lo, j)), hi = lds128(a_addr + swizzled(r_hi, j));
-      const float s = sc[j * SB / (kBK / 16)];
-      frag[j][0] = widen_e4m3x2(__byte_perm(lo.x, lo.y, sel), s);
-      frag[j][1] = widen_e4m3x2(__byte_perm(hi.x, hi.y, sel), s);
-      frag[j][2] = widen_e4m3x2(__byte_perm(lo.z, lo.w, sel), s);
-      frag[j][3] = widen_e4m3x2(__byte_perm(hi.z, hi.w, sel), s);
-      fence_operands(frag[j]);
-      wgmma_fence();  // this step's fragment registers were just written
-      wgmma_bf16_rs(acc, frag[j], smem_desc(b_addr + (j / 4) * NT * 128 + (j % 4) * 32));
+    for (int sb = 0; sb < SB; ++sb) {
+      mul[sb] = pow2_multiplier(sc[sb]);
+      pow2 = pow2 && mul[sb] != 0u;
     }
+    std::uint32_t frag[kBK / 16][4];
+    if (pow2) {  // warp-uniform: the warp's rows share their scales
+#pragma unroll
+      for (int j = 0; j < kBK / 16; ++j) {
+        const std::uint32_t at = a_row ^ static_cast<std::uint32_t>(j << 4);
+        const uint4 lo = lds128(at), hi = lds128(at + 1024);
+        const std::uint32_t f = mul[j * SB / (kBK / 16)];
+        frag[j][0] = widen_e4m3x2_pow2(__byte_perm(lo.x, lo.y, sel13), f);
+        frag[j][1] = widen_e4m3x2_pow2(__byte_perm(hi.x, hi.y, sel13), f);
+        frag[j][2] = widen_e4m3x2_pow2(__byte_perm(lo.z, lo.w, sel13), f);
+        frag[j][3] = widen_e4m3x2_pow2(__byte_perm(hi.z, hi.w, sel13), f);
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < kBK / 16; ++j) {
+        const std::uint32_t at = a_row ^ static_cast<std::uint32_t>(j << 4);
+        const uint4 lo = lds128(at), hi = lds128(at + 1024);
+        const float s = sc[j * SB / (kBK / 16)];
+        frag[j][0] = widen_e4m3x2(__byte_perm(lo.x, lo.y, sel), s);
+        frag[j][1] = widen_e4m3x2(__byte_perm(hi.x, hi.y, sel), s);
+        frag[j][2] = widen_e4m3x2(__byte_perm(lo.z, lo.w, sel), s);
+        frag[j][3] = widen_e4m3x2(__byte_perm(hi.z, hi.w, sel), s);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kBK / 16; ++j) fence_operands(frag[j]);
+    fence_operands(acc);
+    wgmma_fence();  // the fragment registers were just written
+    // k16 step j: 64-K half j / 4 of the B tile, 32 bytes per step inside its swizzled rows.
+    const std::uint64_t b_desc = smem_desc(a_addr + kWTile);
+#pragma unroll
+    for (int j = 0; j < kBK / 16; ++j)
+      wgmma_bf16_rs(acc, frag[j], b_desc + static_cast<std::uint64_t>(((j / 4) * NT * 128 + (j % 4) * 32) >> 4));
     wgmma_commit();
     wgmma_wait_all();
     fence_operands(acc);
