@@ -46,17 +46,21 @@ struct CudaBackendOptions {
   int bf16_skinny_max_rows = 32;
   bool bf16_skinny_linear = false;
   int bf16_skinny_unroll = 0;
-  // Load wo_a (stored FP8, computed on its exact bf16 dequantisation) as FP8 blocks: the skinny kernel
-  // widens the codes in registers (same bits as the bf16 copy, half the bytes and 32 MB less HBM a
-  // layer); above 32 rows the loop of linear() dequantises each group into scratch for cuBLASLt. H200,
-  // 4-layer V4 decode (2026-11-30, one A/B call): on vs off 1.13 / 1.93 / 3.83 / 7.26 / 9.00 vs 1.14 /
-  // 1.93 / 3.88 / 7.01 / 8.74 ms at batch 1 / 8 / 32 / 128 / 256 — so off until large batches gain too.
-  bool grouped_fp8_weights = false;
+  // Load wo_a (stored FP8, computed on its exact bf16 dequantisation) as FP8 blocks, 32 MB less HBM a
+  // layer (1.4 GB on the 43-layer model): computed by the wgmma kernel below up to 256 rows (the weights
+  // widened exactly to bf16 in registers), else the skinny kernel / loop of linear(). H200, 4-layer V4
+  // decode, one A/B call over e09bd7c (2026-11-30): on vs off 1.00 / 1.68 / 3.22 / 5.97 / 7.69 vs 1.04 /
+  // 1.71 / 3.34 / 6.14 / 7.77 ms at batch 1 / 8 / 32 / 128 / 256 (wo_a alone: 14.6 vs 27.0 us a layer
+  // at batch 1, 77.5 vs 100.2 at 256). Not in batch-invariant mode (it keeps the bf16 copy's path).
+  bool grouped_fp8_weights = true;
   // linear_grouped on FP8-block weights (block 128 or 32, N % 64 == 0, K % 128 == 0, no act quant, bf16
   // x) up to kGroupedFp8WgmmaMaxRows rows on sm_90a: one launch of grouped_fp8_wgmma.cu (bf16 wgmma with
   // the weights widened to their exact bf16 values in registers, two K halves per CTA). Ignored in
   // batch-invariant mode.
   bool grouped_fp8_wgmma = true;
+  // Its overlapped form: each stage's widening runs while the previous stage's wgmmas do (one more
+  // ring stage per warpgroup). Same results.
+  bool grouped_fp8_wgmma_overlap = false;
   // Up to this many rows (at most 8; 0 = off) of bf16 activations on fp8-block weights (blocks of 64k,
   // act block 64k): the skinny FP8 GEMM with the act quant fused into its blocks (one launch; the same
   // codes and scales). Measured faster at 1 row only: every block re-quantises its rows.

@@ -42,7 +42,7 @@ class CudaBackend final : public Backend, public GraphBackend {
   CudaBackend& operator=(const CudaBackend&) = delete;
 
   std::string_view name() const override { return "cuda"; }
-  bool grouped_fp8_weights() const override { return options_.grouped_fp8_weights; }
+  bool grouped_fp8_weights() const override { return options_.grouped_fp8_weights && !options_.batch_invariant; }
   Device device() const override { return Device::cuda(device_); }
   cudaStream_t stream() const { return stream_; }
   const CudaBackendOptions& options() const { return options_; }
