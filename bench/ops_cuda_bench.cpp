@@ -284,9 +284,9 @@ void bench_decode_linears(Backend& fast, Backend& previous, Backend& alt, Backen
 
 // V4's wo_a (8 groups x [1024, 4096]) at the decode batches, weights rotated through >= 256 MB of copies:
 // its bf16 dequantisation, the FP8 blocks through the skinny kernel / per-group loop (grouped_fp8_wgmma
-// off) and through the wgmma kernel (grouped_fp8_wgmma.cu; plain and overlapped). The floor: the FP8
+// off) and through the wgmma kernel (grouped_fp8_wgmma.cu). The floor: the FP8
 // bytes at the measured HBM rate or the bf16 products at the measured bf16 rate.
-void bench_wo_a(Backend& fast, Backend& fp8_old, Backend& overlapped, const Roof& roof) {
+void bench_wo_a(Backend& fast, Backend& fp8_old, const Roof& roof) {
   const int groups = 8;
   const std::int64_t n = 1024, k = 4096;
   std::printf("## wo_a (8 groups x [1024, 4096]; weights rotated through >= 256 MB: HBM, not L2)\n\n");
@@ -323,7 +323,6 @@ void bench_wo_a(Backend& fast, Backend& fp8_old, Backend& overlapped, const Roof
     row("bf16 dequantisation", fast, bf16);
     row("fp8 blocks, skinny / loop", fp8_old, fp8);
     row("fp8 blocks, wgmma", fast, fp8);
-    row("fp8 blocks, wgmma overlapped", overlapped, fp8);
     std::fflush(stdout);
   }
   std::printf("\n");
@@ -542,12 +541,10 @@ int main(int argc, char** argv) {
     if (argc > 1 && std::strcmp(argv[1], "--wo-a") == 0) {
       Roof roof;
       measure_roof(roof, *fast);
-      CudaBackendOptions old_options, overlap_options;
+      CudaBackendOptions old_options;
       old_options.grouped_fp8_wgmma = false;
-      overlap_options.grouped_fp8_wgmma_overlap = true;
       auto fp8_old = make_cuda_backend(old_options);
-      auto overlapped = make_cuda_backend(overlap_options);
-      bench_wo_a(*fast, *fp8_old, *overlapped, roof);
+      bench_wo_a(*fast, *fp8_old, roof);
       return 0;
     }
     if (argc > 1 && std::strcmp(argv[1], "--moe-prefill") == 0) {

@@ -184,36 +184,5 @@ TEST(CudaParity, GroupedFp8WgmmaGivesARowTheSameBitsAloneAndInABatch) {
   }
 }
 
-// The overlapped form (a stage's widening while the previous stage's wgmmas run) sums in the same order:
-// the same bits as the plain form, at every token tile and on the odd shapes.
-TEST(CudaParity, GroupedFp8WgmmaOverlappedFormGivesThePlainFormsBits) {
-  DEEPINFER_REQUIRE_GPU();
-  auto with_overlap = [](bool on) {
-    CudaBackendOptions options;
-    options.batch_invariant = false;
-    options.grouped_fp8_wgmma_overlap = on;
-    return make_cuda_backend(options);
-  };
-  const std::unique_ptr<Backend> plain = with_overlap(false), overlapped = with_overlap(true);
-  for (const GroupedShape& s : std::vector<GroupedShape>{{8, 1024, 4096, 128}, {2, 128, 384, 32}, {2, 192, 128, 128}}) {
-    std::vector<LinearWeight> wp, wo;
-    for (const LinearWeight& w : grouped_weights(s, 1100, 0)) {
-      wp.push_back(to_gpu(w, *plain));
-      wo.push_back(to_gpu(w, *overlapped));
-    }
-    const Tensor hx = random_tensor({256, s.groups * s.k}, 1101, 1.0f, DType::kBF16);
-    const Tensor xp = to_gpu(hx, *plain), xo = to_gpu(hx, *overlapped);
-    for (std::int64_t rows : {1, 8, 17, 33, 100, 256}) {
-      SCOPED_TRACE(testing::Message() << s.groups << " x [" << s.n << ", " << s.k << "] rows " << rows);
-      Tensor yp = poisoned({rows, s.groups * s.n}, DType::kF32, *plain);
-      Tensor yo = poisoned({rows, s.groups * s.n}, DType::kF32, *overlapped);
-      plain->linear_grouped(xp.narrow(0, 0, rows), wp, {}, yp);
-      overlapped->linear_grouped(xo.narrow(0, 0, rows), wo, {}, yo);
-      const std::vector<float> vp = values(to_host(yp, *plain)), vo = values(to_host(yo, *overlapped));
-      for (std::size_t i = 0; i < vp.size(); ++i) ASSERT_EQ(vo[i], vp[i]) << "element " << i;
-    }
-  }
-}
-
 }  // namespace
 }  // namespace deepinfer::ops::test

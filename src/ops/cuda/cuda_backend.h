@@ -58,9 +58,6 @@ struct CudaBackendOptions {
   // the weights widened to their exact bf16 values in registers, two K halves per CTA). Ignored in
   // batch-invariant mode.
   bool grouped_fp8_wgmma = true;
-  // Its overlapped form: each stage's widening runs while the previous stage's wgmmas do (one more
-  // ring stage per warpgroup). Same results.
-  bool grouped_fp8_wgmma_overlap = false;
   // Up to this many rows (at most 8; 0 = off) of bf16 activations on fp8-block weights (blocks of 64k,
   // act block 64k): the skinny FP8 GEMM with the act quant fused into its blocks (one launch; the same
   // codes and scales). Measured faster at 1 row only: every block re-quantises its rows.
@@ -138,6 +135,11 @@ struct CudaBackendOptions {
   // 4-layer V4 decode (2026-11-30, two pairs of runs): 1.25 / 2.06 / 4.09 / 7.32 / 9.00 ms with 0 ->
   // 1.13 / 1.91 / 3.89 / 7.03 / 8.76 at batch 1 / 8 / 32 / 128 / 256.
   int side_lane_max_rows = 256;
+  // prefetch_weights (the model's hint before a sub-layer's weight-streaming GEMMs): at most this many
+  // MB per call pulled into L2 by bulk prefetches (l2_prefetch_kernels.cu), for steps of at most
+  // l2_prefetch_max_rows rows (decode: GEMMs bound by their weight bytes); 0 = off.
+  int l2_prefetch_mb = 40;
+  int l2_prefetch_max_rows = 64;
 };
 
 // Sets the field named by "name=value" (ints; bools as 0 / 1 / true / false); an unknown name or a

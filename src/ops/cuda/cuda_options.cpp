@@ -32,7 +32,6 @@ constexpr std::array kFields = {
     NamedField{"bf16_skinny_unroll", &CudaBackendOptions::bf16_skinny_unroll},
     NamedField{"grouped_fp8_weights", &CudaBackendOptions::grouped_fp8_weights},
     NamedField{"grouped_fp8_wgmma", &CudaBackendOptions::grouped_fp8_wgmma},
-    NamedField{"grouped_fp8_wgmma_overlap", &CudaBackendOptions::grouped_fp8_wgmma_overlap},
     NamedField{"fp8_fused_max_rows", &CudaBackendOptions::fp8_fused_max_rows},
     NamedField{"fp8_decode_unroll", &CudaBackendOptions::fp8_decode_unroll},
     NamedField{"fp8_wgmma_decode", &CudaBackendOptions::fp8_wgmma_decode},
@@ -48,6 +47,8 @@ constexpr std::array kFields = {
     NamedField{"indexer_mma_min_tokens", &CudaBackendOptions::indexer_mma_min_tokens},
     NamedField{"sampler_histogram_fill", &CudaBackendOptions::sampler_histogram_fill},
     NamedField{"side_lane_max_rows", &CudaBackendOptions::side_lane_max_rows},
+    NamedField{"l2_prefetch_mb", &CudaBackendOptions::l2_prefetch_mb},
+    NamedField{"l2_prefetch_max_rows", &CudaBackendOptions::l2_prefetch_max_rows},
 };
 
 std::string field_names() {

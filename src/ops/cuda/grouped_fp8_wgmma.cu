@@ -47,14 +47,11 @@ constexpr int kRowsW = 64;            // weight rows per CTA (wgmma M)
 constexpr int kBK = 128;              // K per stage: one 128x128 scale block, one 128-byte e4m3 row
 constexpr int kWTile = kRowsW * kBK;  // 8 KB of e4m3
 
-// OV: the overlapped form (a stage's widening runs while the previous stage's wgmmas do; one more
-// stage, whose buffer those wgmmas still read, so the same stages in flight).
-template <int NT, bool OV>
+template <int NT>
 struct Cfg {
   // Stages per warpgroup: 5 x 8 KB of weights in flight per warpgroup at 8 tokens (batch 1: one CTA
-  // per SM, two rings), fewer for wider token tiles (one 120 KB-192 KB CTA per SM).
-  static constexpr int kStages = (NT <= 8 ? 6 : NT <= 16 ? 5 : NT <= 32 ? 4 : 3) + (OV ? 1 : 0);
-  static constexpr int kAhead = kStages - 1 - (OV ? 1 : 0);  // stages loading while one is consumed
+  // per SM, two rings), fewer for wider token tiles (one 120 KB-144 KB CTA per SM).
+  static constexpr int kStages = NT <= 8 ? 6 : NT <= 16 ? 5 : NT <= 32 ? 4 : 3;
   static constexpr int kBTile = NT * kBK * 2;       // bf16: two 64-K halves of NT x 128 bytes
   static constexpr int kStage = kWTile + kBTile;    // multiple of 1024: tile bases stay aligned
   static constexpr int kRing = kStages * kStage;    // one warpgroup's ring
@@ -157,11 +154,11 @@ __device__ __forceinline__ float scale_at(const GroupedFp8WgmmaArgs& args, const
 // Grid: token tiles x groups x (n / 64), the token tile fastest (the CTAs that share a weight tile run
 // together: one HBM read, the others from L2). SB = scale blocks per 128-K stage: 1 (128x128 blocks) or
 // 4 (32x32: a k16 step's scale is its 32-K block's).
-template <int NT, int SB, bool OV>
+template <int NT, int SB>
 __global__ void __launch_bounds__(kThreads, 1) grouped_fp8_wgmma_kernel(GroupedFp8WgmmaArgs args) {
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using C = Cfg<NT, OV>;
-  constexpr int kStages = C::kStages, kAhead = C::kAhead;
+  using C = Cfg<NT>;
+  constexpr int kStages = C::kStages, kAhead = kStages - 1;  // stages loading while one is consumed
   extern __shared__ __align__(1024) std::uint8_t smem_in[];
   std::uint8_t* smem = smem_in + ((1024 - smem_u32(smem_in) % 1024) % 1024);
 
@@ -243,18 +240,15 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_fp8_wgmma_kernel(GroupedF
   // (the base is 1024-aligned); row r_lo + 8's is 1024 bytes further.
   const int r_lo = 16 * wq + g;
   const auto row_off = static_cast<std::uint32_t>(r_lo * 128 + ((r_lo % 8) << 4));
-  // Stage t reads ring buffer t % kStages and refills buffer (t + kAhead) % kStages: the one read at
-  // t - 1 (t - 2 in the overlapped form, whose wgmmas of t - 1 may still run).
+  // Stage t reads ring buffer t % kStages and refills buffer (t + kAhead) % kStages: the one read at t - 1.
   const std::uint32_t ring_end = ring_s + (kStages - 1) * C::kStage;
   std::uint32_t read_s = ring_s, write_s = ring_s + kAhead * C::kStage;
   // The B descriptor's high word (SBO 1024, 128-byte swizzle) and low word (start >> 4, LBO 16 bytes).
   constexpr std::uint32_t kDescHi = static_cast<std::uint32_t>(1024 >> 4) | (1u << 30);
-  // One stage: convert this thread's fragments of stage t into `frag`, issue its 8 wgmmas; `prev` holds
-  // the previous stage's fragments (in flight in the overlapped form until this stage's wait).
-  auto stage = [&](int t, std::uint32_t (&frag)[kBK / 16][4], std::uint32_t (&prev)[kBK / 16][4]) {
+  for (int t = 0; t < nk; ++t) {
     cp_async_wait_group<kAhead - 1>();  // this thread's copies of stage t have landed
     fence_proxy_async();                // ... and are visible to the async proxy (wgmma)
-    warpgroup_sync(wg);                 // everyone's copies; the wgmmas that read the refilled buffer are done
+    warpgroup_sync(wg);                 // everyone's copies; everyone's wgmmas of stage t - 1 are done
     if (t + kAhead < nk) {
       load_weights(write_s, t + kAhead);
       load_acts(write_s, t + kAhead);
@@ -275,6 +269,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_fp8_wgmma_kernel(GroupedF
       mul[sb] = pow2_multiplier(sc[sb]);
       pow2 = pow2 && mul[sb] != 0u;
     }
+    std::uint32_t frag[kBK / 16][4];
     if (pow2) {  // warp-uniform: the warp's rows share their scales
 #pragma unroll
       for (int j = 0; j < kBK / 16; ++j) {
@@ -310,33 +305,12 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_fp8_wgmma_kernel(GroupedF
       wgmma_bf16_rs(acc, frag[j], static_cast<std::uint64_t>(kDescHi) << 32 | lo);
     }
     wgmma_commit();
-    if constexpr (OV) {
-      wgmma::wgmma_wait<1>();  // the previous stage's wgmmas are done: its fragments may be rewritten
-    } else {
-      wgmma_wait_all();
-    }
+    wgmma_wait_all();
     fence_operands(acc);
 #pragma unroll
-    for (int j = 0; j < kBK / 16; ++j) fence_operands(prev[j]);
-    if constexpr (!OV) {
-#pragma unroll
-      for (int j = 0; j < kBK / 16; ++j) fence_operands(frag[j]);
-    }
+    for (int j = 0; j < kBK / 16; ++j) fence_operands(frag[j]);  // live until the wgmmas read them
 #pragma unroll
     for (int sb = 0; sb < SB; ++sb) sc[sb] = sc_next[sb];
-  };
-  // Two fragment sets, alternating (static indices keep them in registers).
-  std::uint32_t frag_a[kBK / 16][4] = {}, frag_b[kBK / 16][4] = {};
-  for (int t = 0; t < nk; t += 2) {
-    stage(t, frag_a, frag_b);
-    if (t + 1 < nk) stage(t + 1, frag_b, frag_a);
-  }
-  wgmma_wait_all();
-  fence_operands(acc);
-#pragma unroll
-  for (int j = 0; j < kBK / 16; ++j) {
-    fence_operands(frag_a[j]);
-    fence_operands(frag_b[j]);
   }
   cp_async_wait_group<0>();
 
@@ -369,19 +343,14 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_fp8_wgmma_kernel(GroupedF
 #endif
 }
 
-template <int NT, int SB, bool OV>
-void launch_form(const GroupedFp8WgmmaArgs& args, cudaStream_t stream, bool dependent) {
-  const std::int64_t token_tiles = (args.x.rows + NT - 1) / NT;
-  const dim3 grid(static_cast<unsigned>(token_tiles * args.groups * (args.n / kRowsW)));
-  constexpr int smem = Cfg<NT, OV>::kSmem;
-  // Per call, not cached: the attribute belongs to the current device, and setting it is cheap.
-  cudaFuncSetAttribute(grouped_fp8_wgmma_kernel<NT, SB, OV>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  launch_dependent(grouped_fp8_wgmma_kernel<NT, SB, OV>, grid, dim3(kThreads), smem, stream, dependent, args);
-}
-
 template <int NT, int SB>
 void launch_nt(const GroupedFp8WgmmaArgs& args, cudaStream_t stream, bool dependent) {
-  args.overlap ? launch_form<NT, SB, true>(args, stream, dependent) : launch_form<NT, SB, false>(args, stream, dependent);
+  const std::int64_t token_tiles = (args.x.rows + NT - 1) / NT;
+  const dim3 grid(static_cast<unsigned>(token_tiles * args.groups * (args.n / kRowsW)));
+  constexpr int smem = Cfg<NT>::kSmem;
+  // Per call, not cached: the attribute belongs to the current device, and setting it is cheap.
+  cudaFuncSetAttribute(grouped_fp8_wgmma_kernel<NT, SB>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  launch_dependent(grouped_fp8_wgmma_kernel<NT, SB>, grid, dim3(kThreads), smem, stream, dependent, args);
 }
 
 template <int SB>

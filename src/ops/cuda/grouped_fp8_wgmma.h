@@ -32,7 +32,6 @@ struct GroupedFp8WgmmaArgs {
   void* out = nullptr;  // [rows, groups * n], row stride ldo
   std::int64_t ldo = 0;
   int out_bf16 = 0;
-  int overlap = 0;  // the overlapped form: a stage's widening runs while the previous stage's wgmmas do
 };
 
 void launch_grouped_fp8_wgmma(const GroupedFp8WgmmaArgs& args, cudaStream_t stream, bool dependent);
