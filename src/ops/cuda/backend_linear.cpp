@@ -255,7 +255,7 @@ void CudaBackend::linear_grouped(const Tensor& x, std::span<const LinearWeight> 
     args.out = orow.base;
     args.ldo = orow.stride;
     args.out_bf16 = orow.bf16;
-    launch_grouped_fp8_wgmma(args, stream_, options_.dependent_launch);
+    launch_grouped_fp8_wgmma(args, stream_);
     DI_CUDA_CHECK_LAUNCH("linear_grouped (fp8 wgmma)");
     return;
   }

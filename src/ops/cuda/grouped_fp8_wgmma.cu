@@ -344,36 +344,36 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_fp8_wgmma_kernel(GroupedF
 }
 
 template <int NT, int SB>
-void launch_nt(const GroupedFp8WgmmaArgs& args, cudaStream_t stream, bool dependent) {
+void launch_nt(const GroupedFp8WgmmaArgs& args, cudaStream_t stream) {
   const std::int64_t token_tiles = (args.x.rows + NT - 1) / NT;
   const dim3 grid(static_cast<unsigned>(token_tiles * args.groups * (args.n / kRowsW)));
   constexpr int smem = Cfg<NT>::kSmem;
   // Per call, not cached: the attribute belongs to the current device, and setting it is cheap.
   cudaFuncSetAttribute(grouped_fp8_wgmma_kernel<NT, SB>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  launch_dependent(grouped_fp8_wgmma_kernel<NT, SB>, grid, dim3(kThreads), smem, stream, dependent, args);
+  launch_chained(grouped_fp8_wgmma_kernel<NT, SB>, grid, dim3(kThreads), smem, stream, args);
 }
 
 template <int SB>
-void launch_sb(const GroupedFp8WgmmaArgs& args, cudaStream_t stream, bool dependent) {
+void launch_sb(const GroupedFp8WgmmaArgs& args, cudaStream_t stream) {
   if (args.x.rows <= 8) {
-    launch_nt<8, SB>(args, stream, dependent);
+    launch_nt<8, SB>(args, stream);
   } else if (args.x.rows <= 16) {
-    launch_nt<16, SB>(args, stream, dependent);
+    launch_nt<16, SB>(args, stream);
   } else if (args.x.rows <= 32) {
-    launch_nt<32, SB>(args, stream, dependent);
+    launch_nt<32, SB>(args, stream);
   } else {
-    launch_nt<64, SB>(args, stream, dependent);
+    launch_nt<64, SB>(args, stream);
   }
 }
 
 }  // namespace
 
-void launch_grouped_fp8_wgmma(const GroupedFp8WgmmaArgs& args, cudaStream_t stream, bool dependent) {
+void launch_grouped_fp8_wgmma(const GroupedFp8WgmmaArgs& args, cudaStream_t stream) {
   if (args.x.rows <= 0 || args.n <= 0 || args.groups <= 0) return;
   if (args.block == 32) {
-    launch_sb<4>(args, stream, dependent);
+    launch_sb<4>(args, stream);
   } else {
-    launch_sb<1>(args, stream, dependent);
+    launch_sb<1>(args, stream);
   }
 }
 

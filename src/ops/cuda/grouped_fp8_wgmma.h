@@ -34,6 +34,8 @@ struct GroupedFp8WgmmaArgs {
   int out_bf16 = 0;
 };
 
-void launch_grouped_fp8_wgmma(const GroupedFp8WgmmaArgs& args, cudaStream_t stream, bool dependent);
+// Launched with launch_chained (a programmatic dependent of the stream's previous kernel when the backend's
+// dependent_launch is on): the first weight stages stream in before the wait, the activations after it.
+void launch_grouped_fp8_wgmma(const GroupedFp8WgmmaArgs& args, cudaStream_t stream);
 
 }  // namespace deepinfer::ops::cuda
