@@ -10,11 +10,14 @@
 // batch. Each warpgroup streams its K half through its own cp.async ring of 128-K stages: the 64 x 128
 // e4m3 weight tile (8 KB, 128-byte swizzled rows: conflict-free 16-byte reads) and the NT x 128 bf16
 // activation tile (two 64-K halves, each NT x 128 bytes K-major, 128-byte swizzle: the wgmma B operand).
-// Per 16-K step a thread reads 16 bytes of its two weight rows, picks its fragment's two code pairs with
-// one PRMT each, widens them (e4m3 -> f16 exact, x scale in f32, rounded to bf16: the host
-// dequantisation's bits) and issues one wgmma that accumulates in f32 across all of K.
+// Per 16-K step a thread reads 16 bytes of its two weight rows, picks its fragment's code pairs with one
+// PRMT each and widens them to the host dequantisation's bf16 bits: by shifts and one exact bf16x2
+// multiply where the block scale is a power of two (ue8m0: the checkpoints), else through f32 as the
+// skinny bf16 kernel does. A stage's 8 fragments are built, then its 8 wgmmas issued; the accumulator
+// chains across all of K in f32 (~320 SASS instructions a 128-K stage at 8 tokens).
 //
-// Layout facts (shared with fp8_wgmma_decode.cu / moe_prefill_wgmma.cu, confirmed on the H200 there):
+// Layout facts (shared with fp8_wgmma_decode.cu / moe_prefill_wgmma.cu, confirmed on the H200 there and
+// for this kernel by its one-hot placement test, 2026-11-30):
 // smem descriptor: K-major, 128-byte swizzle, SBO 1024, tile bases 1024-aligned; the bf16 k16 step s of a
 // 64-K swizzle row = descriptor start + 32 s bytes; accumulator register 4j + e of warp w, lane l =
 // (row 16 w + l / 4 + 8 (e / 2), column 8 j + 2 (l % 4) + e % 2). The register-A fragment of
