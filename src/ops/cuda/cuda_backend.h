@@ -135,11 +135,6 @@ struct CudaBackendOptions {
   // 4-layer V4 decode (2026-11-30, two pairs of runs): 1.25 / 2.06 / 4.09 / 7.32 / 9.00 ms with 0 ->
   // 1.13 / 1.91 / 3.89 / 7.03 / 8.76 at batch 1 / 8 / 32 / 128 / 256.
   int side_lane_max_rows = 256;
-  // prefetch_weights (the model's hint before a sub-layer's weight-streaming GEMMs): at most this many
-  // MB per call pulled into L2 by bulk prefetches (l2_prefetch_kernels.cu), for steps of at most
-  // l2_prefetch_max_rows rows (decode: GEMMs bound by their weight bytes); 0 = off.
-  int l2_prefetch_mb = 40;
-  int l2_prefetch_max_rows = 64;
 };
 
 // Sets the field named by "name=value" (ints; bools as 0 / 1 / true / false); an unknown name or a

@@ -47,8 +47,6 @@ constexpr std::array kFields = {
     NamedField{"indexer_mma_min_tokens", &CudaBackendOptions::indexer_mma_min_tokens},
     NamedField{"sampler_histogram_fill", &CudaBackendOptions::sampler_histogram_fill},
     NamedField{"side_lane_max_rows", &CudaBackendOptions::side_lane_max_rows},
-    NamedField{"l2_prefetch_mb", &CudaBackendOptions::l2_prefetch_mb},
-    NamedField{"l2_prefetch_max_rows", &CudaBackendOptions::l2_prefetch_max_rows},
 };
 
 std::string field_names() {
