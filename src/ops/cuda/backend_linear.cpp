@@ -255,6 +255,8 @@ void CudaBackend::linear_grouped(const Tensor& x, std::span<const LinearWeight> 
     args.out = orow.base;
     args.ldo = orow.stride;
     args.out_bf16 = orow.bf16;
+    args.k_split = options_.grouped_fp8_wgmma_ksplit == 2 ? 2 : 1;
+    args.wide_tiles = options_.grouped_fp8_wgmma_wide ? 1 : 0;
     launch_grouped_fp8_wgmma(args, stream_);
     DI_CUDA_CHECK_LAUNCH("linear_grouped (fp8 wgmma)");
     return;
@@ -401,7 +403,7 @@ bool CudaBackend::fp8_wgmma_eligible(const DevRows& x, const LinearWeight& w, in
 
 void CudaBackend::gemm_fp8_wgmma(const DevRows& x, const LinearWeight& w, const DevRows& out) {
   const std::int64_t m = x.rows, n = out.width, k = x.width;
-  const int splits = fp8_wgmma_decode_splits(n, k, sm_count_);
+  const int splits = fp8_wgmma_decode_splits(n, k, sm_count_, options_.fp8_wgmma_ctas_per_sm);
   ScratchLayout layout;
   const std::size_t c_off = layout.add(static_cast<std::size_t>(m * k));
   const int block = w.block;  // = the act block (fp8_wgmma_eligible)

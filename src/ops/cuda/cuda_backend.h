@@ -58,6 +58,13 @@ struct CudaBackendOptions {
   // the weights widened to their exact bf16 values in registers, two K halves per CTA). Ignored in
   // batch-invariant mode.
   bool grouped_fp8_wgmma = true;
+  // Its CTAs per weight tile: 2 = a cluster of two (K in four parts, partials added in a fixed order
+  // through distributed shared memory; up to 32 rows two CTAs an SM), 1 = one CTA with two K halves.
+  // The same for every row count (a row's bits never depend on the batch); changes the summation order.
+  int grouped_fp8_wgmma_ksplit = 2;
+  // Above 64 rows, 128-token tiles (wgmma m64n128: each weight widened once per 128 tokens, half the
+  // weight reads from L2) instead of 64-token tiles. The same bits either way.
+  bool grouped_fp8_wgmma_wide = true;
   // Up to this many rows (at most 8; 0 = off) of bf16 activations on fp8-block weights (blocks of 64k,
   // act block 64k): the skinny FP8 GEMM with the act quant fused into its blocks (one launch; the same
   // codes and scales). Measured faster at 1 row only: every block re-quantises its rows.
@@ -70,6 +77,9 @@ struct CudaBackendOptions {
   // measured faster (CudaBackend::fp8_wgmma_eligible). On by default; DEEPINFER_FP8_WGMMA=0 turns it
   // off. Ignored in batch-invariant mode (above 64 rows other kernels sum in other orders).
   bool fp8_wgmma_decode = true;
+  // Its K split targets this many CTAs per SM (fp8_wgmma_decode_splits: from N, K and the SM count only,
+  // never M): V4-Flash's wo_b (64 weight tiles) runs 4 splits of 16 K blocks at 2, 8 of 8 at 4.
+  int fp8_wgmma_ctas_per_sm = 2;
   // Every kernel launched as a programmatic dependent of the kernel before it on its stream (sm_90+;
   // dependent_launch.cuh, captured into graphs as programmatic edges): each kernel waits for its
   // predecessor first thing and then lets its successor's CTAs launch, so a launch overlaps the kernel
