@@ -2,20 +2,28 @@
 // kept as FP8 blocks): odd decode row counts on the V4 shape and small shapes, 128- and 32-blocks, ue8m0
 // and f32 scales (powers of two and not), bf16 and f32 outputs, strided activations; the widening is
 // exact (the bf16 dequantisation's products); a row's bits do not depend on the batch.
+#include <map>
+#include <utility>
+
 #include "io/weight_quant.h"
 #include "ops/parity_util.h"
 
 namespace deepinfer::ops::test {
 namespace {
 
-// The wgmma kernel where the device has it, or the default dispatch elsewhere (then these check that).
-Backend& gpu_grouped_wgmma() {
-  static std::unique_ptr<Backend> backend = [] {
+// The wgmma kernel where the device has it, or the default dispatch elsewhere (then these check that):
+// its default form, or one CTA per weight tile (K halves; ksplit 1) with 64- or 128-token tiles.
+Backend& gpu_grouped_wgmma(int ksplit = 0, int wide = -1) {
+  static std::map<std::pair<int, int>, std::unique_ptr<Backend>> backends;
+  std::unique_ptr<Backend>& backend = backends[{ksplit, wide}];
+  if (!backend) {
     CudaBackendOptions options;
     options.batch_invariant = false;
     options.grouped_fp8_wgmma = true;
-    return make_cuda_backend(options);
-  }();
+    if (ksplit > 0) options.grouped_fp8_wgmma_ksplit = ksplit;
+    if (wide >= 0) options.grouped_fp8_wgmma_wide = wide != 0;
+    backend = make_cuda_backend(options);
+  }
   return *backend;
 }
 
@@ -50,10 +58,10 @@ Tensor wide_activations(std::int64_t m, std::int64_t width, std::uint32_t seed) 
   return random_tensor({m, width + 64}, seed, 1.0f, DType::kBF16);
 }
 
-void check_against_cpu(const GroupedShape& s, std::int64_t m, int scale_kind, DType out_dtype) {
+void check_against_cpu(const GroupedShape& s, std::int64_t m, int scale_kind, DType out_dtype,
+                       Backend& b = gpu_grouped_wgmma()) {
   SCOPED_TRACE(testing::Message() << s.groups << " x [" << s.n << ", " << s.k << "] block " << s.block << " M=" << m
                                   << " scales " << scale_kind << " out " << dtype_name(out_dtype));
-  Backend& b = gpu_grouped_wgmma();
   const std::vector<LinearWeight> ws = grouped_weights(s, 500, scale_kind);
   std::vector<LinearWeight> gws;
   for (const LinearWeight& w : ws) gws.push_back(to_gpu(w, b));
@@ -160,10 +168,8 @@ TEST(CudaParity, GroupedFp8WgmmaPutsEveryExactWeightAtItsPlace) {
 }
 
 // The K split is fixed by K and a column's wgmma result must not depend on the token tile (N = 8 alone,
-// 16 / 32 / 64 in a batch, several 64-token tiles above): a row's bits are the same alone and in a batch.
-TEST(CudaParity, GroupedFp8WgmmaGivesARowTheSameBitsAloneAndInABatch) {
-  DEEPINFER_REQUIRE_GPU();
-  Backend& b = gpu_grouped_wgmma();
+// 16 / 32 / 64 in a batch, 64- or 128-token tiles above): a row's bits are the same alone and in a batch.
+void expect_same_bits_alone_and_in_a_batch(Backend& b) {
   const GroupedShape v4{8, 1024, 4096, 128};
   const std::int64_t width = v4.groups * v4.n;
   std::vector<LinearWeight> gws;
@@ -181,6 +187,37 @@ TEST(CudaParity, GroupedFp8WgmmaGivesARowTheSameBitsAloneAndInABatch) {
         ASSERT_EQ(one_host.data<float>()[j], all_host.data<float>()[row * width + j])
             << "rows " << rows << " row " << row << " col " << j;
     }
+  }
+}
+
+TEST(CudaParity, GroupedFp8WgmmaGivesARowTheSameBitsAloneAndInABatch) {
+  DEEPINFER_REQUIRE_GPU();
+  expect_same_bits_alone_and_in_a_batch(gpu_grouped_wgmma());
+}
+
+// The one-CTA-per-weight-tile form (two K halves, 64-token tiles above 64 rows: the first kernel) keeps
+// CPU parity and per-row bits; 128-token tiles give it the very bits of 64-token ones.
+TEST(CudaParity, GroupedFp8WgmmaOneCtaPerTileFormMatchesCpuAndWideTilesKeepItsBits) {
+  DEEPINFER_REQUIRE_GPU();
+  Backend& narrow = gpu_grouped_wgmma(1, 0);
+  Backend& wide = gpu_grouped_wgmma(1, 1);
+  const GroupedShape v4{8, 1024, 4096, 128};
+  for (std::int64_t m : {1, 33, 100}) check_against_cpu(v4, m, 0, DType::kBF16, narrow);
+  check_against_cpu({2, 128, 384, 32}, 70, 1, DType::kF32, wide);
+  expect_same_bits_alone_and_in_a_batch(narrow);
+  std::vector<LinearWeight> nws, wws;
+  for (const LinearWeight& w : grouped_weights(v4, 950, 0)) {
+    nws.push_back(to_gpu(w, narrow));
+    wws.push_back(to_gpu(w, wide));
+  }
+  for (std::int64_t m : {65, 200, 256}) {
+    const Tensor x = random_tensor({m, v4.groups * v4.k}, static_cast<std::uint32_t>(m + 3), 1.0f, DType::kBF16);
+    Tensor a = narrow.empty({m, v4.groups * v4.n}, DType::kF32), c = wide.empty({m, v4.groups * v4.n}, DType::kF32);
+    narrow.linear_grouped(to_gpu(x, narrow), nws, {}, a);
+    wide.linear_grouped(to_gpu(x, wide), wws, {}, c);
+    const Tensor ah = to_host(a, narrow), ch = to_host(c, wide);
+    for (std::int64_t i = 0; i < ah.numel(); ++i)
+      ASSERT_EQ(ah.data<float>()[i], ch.data<float>()[i]) << "M=" << m << " element " << i;
   }
 }
 
