@@ -284,10 +284,10 @@ void bench_decode_linears(Backend& fast, Backend& previous, Backend& alt, Backen
 
 // V4's wo_a (8 groups x [1024, 4096]) at the decode batches, weights rotated through >= 256 MB of copies:
 // its bf16 dequantisation, the FP8 blocks through the skinny kernel / per-group loop (grouped_fp8_wgmma
-// off) and through the wgmma kernel (grouped_fp8_wgmma.cu): its first form (one CTA per weight tile, 64-token
-// tiles), with 128-token tiles only, and its default (2-CTA clusters, 128-token tiles). The floor: the FP8
-// bytes at the measured HBM rate or the bf16 products at the measured bf16 rate.
-void bench_wo_a(Backend& fast, Backend& fp8_old, Backend& wgmma_first, Backend& wgmma_wide, const Roof& roof) {
+// off) and through the wgmma kernel (grouped_fp8_wgmma.cu) with 64-token tiles only and with its default
+// 128-token tiles above 64 rows. The floor: the FP8 bytes at the measured HBM rate or the bf16 products at
+// the measured bf16 rate.
+void bench_wo_a(Backend& fast, Backend& fp8_old, Backend& wgmma_narrow, const Roof& roof) {
   const int groups = 8;
   const std::int64_t n = 1024, k = 4096;
   std::printf("## wo_a (8 groups x [1024, 4096]; weights rotated through >= 256 MB: HBM, not L2)\n\n");
@@ -323,9 +323,8 @@ void bench_wo_a(Backend& fast, Backend& fp8_old, Backend& wgmma_first, Backend& 
     };
     row("bf16 dequantisation", fast, bf16);
     row("fp8 blocks, skinny / loop", fp8_old, fp8);
-    row("fp8 blocks, wgmma: 1 CTA a tile, 64-token tiles", wgmma_first, fp8);
-    row("fp8 blocks, wgmma: 1 CTA a tile, 128-token tiles", wgmma_wide, fp8);
-    row("fp8 blocks, wgmma (default: 2-CTA clusters, 128-token tiles)", fast, fp8);
+    row("fp8 blocks, wgmma, 64-token tiles", wgmma_narrow, fp8);
+    row("fp8 blocks, wgmma (default: 128-token tiles)", fast, fp8);
     std::fflush(stdout);
   }
   std::printf("\n");
@@ -547,13 +546,10 @@ int main(int argc, char** argv) {
       CudaBackendOptions old_options;
       old_options.grouped_fp8_wgmma = false;
       auto fp8_old = make_cuda_backend(old_options);
-      CudaBackendOptions first_options, wide_options;
-      first_options.grouped_fp8_wgmma_ksplit = 1;
-      first_options.grouped_fp8_wgmma_wide = false;
-      wide_options.grouped_fp8_wgmma_ksplit = 1;
-      auto wgmma_first = make_cuda_backend(first_options);
-      auto wgmma_wide = make_cuda_backend(wide_options);
-      bench_wo_a(*fast, *fp8_old, *wgmma_first, *wgmma_wide, roof);
+      CudaBackendOptions narrow_options;
+      narrow_options.grouped_fp8_wgmma_wide = false;
+      auto wgmma_narrow = make_cuda_backend(narrow_options);
+      bench_wo_a(*fast, *fp8_old, *wgmma_narrow, roof);
       return 0;
     }
     if (argc > 1 && std::strcmp(argv[1], "--moe-prefill") == 0) {

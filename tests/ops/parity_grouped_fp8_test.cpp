@@ -3,7 +3,6 @@
 // and f32 scales (powers of two and not), bf16 and f32 outputs, strided activations; the widening is
 // exact (the bf16 dequantisation's products); a row's bits do not depend on the batch.
 #include <map>
-#include <utility>
 
 #include "io/weight_quant.h"
 #include "ops/parity_util.h"
@@ -12,16 +11,15 @@ namespace deepinfer::ops::test {
 namespace {
 
 // The wgmma kernel where the device has it, or the default dispatch elsewhere (then these check that):
-// its default form, or one CTA per weight tile (K halves; ksplit 1) with 64- or 128-token tiles.
-Backend& gpu_grouped_wgmma(int ksplit = 0, int wide = -1) {
-  static std::map<std::pair<int, int>, std::unique_ptr<Backend>> backends;
-  std::unique_ptr<Backend>& backend = backends[{ksplit, wide}];
+// with 128-token tiles above 64 rows (the default) or 64-token tiles only (`wide` false).
+Backend& gpu_grouped_wgmma(bool wide = true) {
+  static std::map<bool, std::unique_ptr<Backend>> backends;
+  std::unique_ptr<Backend>& backend = backends[wide];
   if (!backend) {
     CudaBackendOptions options;
     options.batch_invariant = false;
     options.grouped_fp8_wgmma = true;
-    if (ksplit > 0) options.grouped_fp8_wgmma_ksplit = ksplit;
-    if (wide >= 0) options.grouped_fp8_wgmma_wide = wide != 0;
+    options.grouped_fp8_wgmma_wide = wide;
     backend = make_cuda_backend(options);
   }
   return *backend;
@@ -195,12 +193,12 @@ TEST(CudaParity, GroupedFp8WgmmaGivesARowTheSameBitsAloneAndInABatch) {
   expect_same_bits_alone_and_in_a_batch(gpu_grouped_wgmma());
 }
 
-// The one-CTA-per-weight-tile form (two K halves, 64-token tiles above 64 rows: the first kernel) keeps
-// CPU parity and per-row bits; 128-token tiles give it the very bits of 64-token ones.
-TEST(CudaParity, GroupedFp8WgmmaOneCtaPerTileFormMatchesCpuAndWideTilesKeepItsBits) {
+// 64-token tiles only (grouped_fp8_wgmma_wide off) keep CPU parity and per-row bits; 128-token tiles
+// give the very bits of 64-token ones.
+TEST(CudaParity, GroupedFp8WgmmaNarrowTilesMatchCpuAndWideTilesKeepTheirBits) {
   DEEPINFER_REQUIRE_GPU();
-  Backend& narrow = gpu_grouped_wgmma(1, 0);
-  Backend& wide = gpu_grouped_wgmma(1, 1);
+  Backend& narrow = gpu_grouped_wgmma(false);
+  Backend& wide = gpu_grouped_wgmma(true);
   const GroupedShape v4{8, 1024, 4096, 128};
   for (std::int64_t m : {1, 33, 100}) check_against_cpu(v4, m, 0, DType::kBF16, narrow);
   check_against_cpu({2, 128, 384, 32}, 70, 1, DType::kF32, wide);

@@ -3,7 +3,7 @@
 # Builds the parity test and ops_cuda_bench; runs the grouped-linear parity tests, then ops_cuda_bench
 # --wo-a (bf16 vs FP8 blocks old / the wgmma kernel's forms at 1..256 rows), then, if the parity passed
 # and fewer than BUDGET_AB seconds (default 60) have gone, builds v4_model_bench and A/Bs the whole model:
-# defaults vs the kernel's first form (grouped_fp8_wgmma_ksplit=1, grouped_fp8_wgmma_wide=0). Logs under
+# defaults vs 64-token tiles only (grouped_fp8_wgmma_wide=0). Logs under
 # $OUT/wo_a (decode rows printed as they come, so a call cut by its time limit still reports them).
 # usage (repo root, .deps carried): bash tools/gpu/run_wo_a.sh [--no-ab] [--batches 1,8,32,128,256]
 set -uo pipefail
@@ -37,7 +37,7 @@ if [ "$parity" = 0 ] && [ "$ab" = 1 ] && [ $(( $(date +%s) - start )) -lt "${BUD
   bash tools/gpu/build.sh v4_model_bench >>"$logs/build.log" 2>&1 || exit 1
   stamp "build v4_model_bench"
   i=0
-  for set in "" "grouped_fp8_wgmma_ksplit=1,grouped_fp8_wgmma_wide=0"; do
+  for set in "" "grouped_fp8_wgmma_wide=0"; do
     i=$((i + 1))
     opt=()
     [ -n "$set" ] && opt=(--cuda-option "$set")

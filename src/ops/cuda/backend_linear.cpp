@@ -255,7 +255,6 @@ void CudaBackend::linear_grouped(const Tensor& x, std::span<const LinearWeight> 
     args.out = orow.base;
     args.ldo = orow.stride;
     args.out_bf16 = orow.bf16;
-    args.k_split = options_.grouped_fp8_wgmma_ksplit == 2 ? 2 : 1;
     args.wide_tiles = options_.grouped_fp8_wgmma_wide ? 1 : 0;
     launch_grouped_fp8_wgmma(args, stream_);
     DI_CUDA_CHECK_LAUNCH("linear_grouped (fp8 wgmma)");

@@ -32,7 +32,6 @@ constexpr std::array kFields = {
     NamedField{"bf16_skinny_unroll", &CudaBackendOptions::bf16_skinny_unroll},
     NamedField{"grouped_fp8_weights", &CudaBackendOptions::grouped_fp8_weights},
     NamedField{"grouped_fp8_wgmma", &CudaBackendOptions::grouped_fp8_wgmma},
-    NamedField{"grouped_fp8_wgmma_ksplit", &CudaBackendOptions::grouped_fp8_wgmma_ksplit},
     NamedField{"grouped_fp8_wgmma_wide", &CudaBackendOptions::grouped_fp8_wgmma_wide},
     NamedField{"fp8_fused_max_rows", &CudaBackendOptions::fp8_fused_max_rows},
     NamedField{"fp8_decode_unroll", &CudaBackendOptions::fp8_decode_unroll},

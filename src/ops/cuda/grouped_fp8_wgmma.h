@@ -32,9 +32,6 @@ struct GroupedFp8WgmmaArgs {
   void* out = nullptr;  // [rows, groups * n], row stride ldo
   std::int64_t ldo = 0;
   int out_bf16 = 0;
-  // CTAs per weight tile, 1 or 2 (a cluster: K in 4 parts instead of 2; the same for every row count,
-  // so a row's bits stay independent of the batch).
-  int k_split = 1;
   // Above 64 rows, 128-token tiles (each weight widened once per 128 tokens) instead of 64.
   int wide_tiles = 0;
 };
