@@ -156,14 +156,18 @@ void CudaBackend::gemm(const DevRows& x, const LinearWeight& w, int act_block, c
     return;
 
   const std::int64_t kpad = ceil_div(k, kGemmBK) * kGemmBK;
+  // bf16 rows the kernels can read as they are (no act quant, K a whole number of 64-wide tiles, 16-byte
+  // aligned rows) are read in place: no staging launch (the copy is exact, so the same bits).
+  const bool in_place = act_block <= 0 && x.bf16 && k == kpad && x.stride % 8 == 0 &&
+                        reinterpret_cast<std::uintptr_t>(x.base) % 16 == 0;
   if (!options_.batch_invariant && m <= kGemvRows) {  // decode: the memory-bound GEMV
     ScratchLayout layout;
-    const std::size_t a_off = layout.add(static_cast<std::size_t>(m * kpad) * 2);
+    const std::size_t a_off = layout.add(in_place ? 0 : static_cast<std::size_t>(m * kpad) * 2);
     auto* a = reinterpret_cast<std::uint16_t*>(scratch(layout.total()) + a_off);
-    launch_act_prep_bf16(x, act_block, a, kpad, stream_);
+    if (!in_place) launch_act_prep_bf16(x, act_block, a, kpad, stream_);
     MmaGemmArgs args;
-    args.a = a;
-    args.lda = kpad;
+    args.a = in_place ? static_cast<const std::uint16_t*>(x.base) : a;
+    args.lda = in_place ? x.stride : kpad;
     args.m = m;
     args.n = n;
     args.k = k;
@@ -190,14 +194,14 @@ void CudaBackend::gemm(const DevRows& x, const LinearWeight& w, int act_block, c
   splits = ceil_div(ktiles, per_split);
 
   ScratchLayout layout;
-  const std::size_t a_off = layout.add(static_cast<std::size_t>(m * kpad) * 2);
+  const std::size_t a_off = layout.add(in_place ? 0 : static_cast<std::size_t>(m * kpad) * 2);
   const std::size_t p_off = layout.add(splits > 1 ? static_cast<std::size_t>(splits * m * n) * sizeof(float) : 0);
   std::uint8_t* base = scratch(layout.total());
   auto* a = reinterpret_cast<std::uint16_t*>(base + a_off);
-  launch_act_prep_bf16(x, act_block, a, kpad, stream_);
+  if (!in_place) launch_act_prep_bf16(x, act_block, a, kpad, stream_);
   MmaGemmArgs args;
-  args.a = a;
-  args.lda = kpad;
+  args.a = in_place ? static_cast<const std::uint16_t*>(x.base) : a;
+  args.lda = in_place ? x.stride : kpad;
   args.m = m;
   args.n = n;
   args.k = k;
