@@ -406,7 +406,7 @@ bool CudaBackend::fp8_wgmma_eligible(const DevRows& x, const LinearWeight& w, in
 
 void CudaBackend::gemm_fp8_wgmma(const DevRows& x, const LinearWeight& w, const DevRows& out) {
   const std::int64_t m = x.rows, n = out.width, k = x.width;
-  const int splits = fp8_wgmma_decode_splits(n, k, sm_count_, options_.fp8_wgmma_ctas_per_sm);
+  const int splits = fp8_wgmma_decode_splits(n, k, sm_count_);
   ScratchLayout layout;
   const std::size_t c_off = layout.add(static_cast<std::size_t>(m * k));
   const int block = w.block;  // = the act block (fp8_wgmma_eligible)

@@ -74,9 +74,6 @@ struct CudaBackendOptions {
   // measured faster (CudaBackend::fp8_wgmma_eligible). On by default; DEEPINFER_FP8_WGMMA=0 turns it
   // off. Ignored in batch-invariant mode (above 64 rows other kernels sum in other orders).
   bool fp8_wgmma_decode = true;
-  // Its K split targets this many CTAs per SM (fp8_wgmma_decode_splits: from N, K and the SM count only,
-  // never M): V4-Flash's wo_b (64 weight tiles) runs 4 splits of 16 K blocks at 2, 8 of 8 at 4.
-  int fp8_wgmma_ctas_per_sm = 2;
   // Every kernel launched as a programmatic dependent of the kernel before it on its stream (sm_90+;
   // dependent_launch.cuh, captured into graphs as programmatic edges): each kernel waits for its
   // predecessor first thing and then lets its successor's CTAs launch, so a launch overlaps the kernel

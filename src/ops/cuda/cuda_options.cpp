@@ -36,7 +36,6 @@ constexpr std::array kFields = {
     NamedField{"fp8_fused_max_rows", &CudaBackendOptions::fp8_fused_max_rows},
     NamedField{"fp8_decode_unroll", &CudaBackendOptions::fp8_decode_unroll},
     NamedField{"fp8_wgmma_decode", &CudaBackendOptions::fp8_wgmma_decode},
-    NamedField{"fp8_wgmma_ctas_per_sm", &CudaBackendOptions::fp8_wgmma_ctas_per_sm},
     NamedField{"dependent_launch", &CudaBackendOptions::dependent_launch},
     NamedField{"moe_fp4_wgmma", &CudaBackendOptions::moe_fp4_wgmma},
     NamedField{"moe_fp4_wgmma_act32", &CudaBackendOptions::moe_fp4_wgmma_act32},

@@ -67,6 +67,8 @@ using wgmma::wgmma_wait_all;
 constexpr int kThreads = 128;  // one warpgroup
 constexpr int kRowsW = 64;     // weight rows per CTA (wgmma M)
 constexpr int kBK = 128;       // K per stage: one 128-byte swizzle row of e4m3, one scale block
+// Split-K target: this many CTAs per SM streaming (4 measured the same as 2 on the whole model, 2026-11-30).
+constexpr int kCtasPerSm = 2;
 constexpr int kWTile = kRowsW * kBK;  // 8 KB
 
 template <int NT, int SB>
@@ -244,9 +246,9 @@ void launch_nt(const Fp8WgmmaDecodeArgs& args, int splits, cudaStream_t stream, 
 
 }  // namespace
 
-int fp8_wgmma_decode_splits(std::int64_t n, std::int64_t k, int sm_count, int ctas_per_sm) {
+int fp8_wgmma_decode_splits(std::int64_t n, std::int64_t k, int sm_count) {
   const std::int64_t tiles = n / kRowsW, kb = k / kBK;
-  const std::int64_t target = static_cast<std::int64_t>(std::max(ctas_per_sm, 1)) * std::max(sm_count, 1);
+  const std::int64_t target = static_cast<std::int64_t>(kCtasPerSm) * std::max(sm_count, 1);
   if (tiles <= 0 || kb <= 1 || tiles >= target) return 1;
   // Rounded down: one wave of at most `target` CTAs (wo_b: 64 tiles x 4, not 5 with a 56-CTA tail).
   std::int64_t splits = std::clamp<std::int64_t>(target / tiles, 1, kb);

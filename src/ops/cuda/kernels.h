@@ -236,7 +236,7 @@ struct Fp8WgmmaDecodeArgs {
   float* partial = nullptr;  // [splits][m][n] f32 when splits > 1 (the caller runs launch_splitk_reduce)
   int kblocks_per_split = 0;  // set by launch_fp8_wgmma_decode
 };
-int fp8_wgmma_decode_splits(std::int64_t n, std::int64_t k, int sm_count, int ctas_per_sm = 2);
+int fp8_wgmma_decode_splits(std::int64_t n, std::int64_t k, int sm_count);
 // dependent: launched as a programmatic dependent of the stream's previous kernel (the act quant),
 // so its CTAs stream their first weight stages while that kernel finishes (dependent_launch.cuh).
 void launch_fp8_wgmma_decode(const Fp8WgmmaDecodeArgs& args, int splits, cudaStream_t stream, bool dependent);
