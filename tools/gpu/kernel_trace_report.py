@@ -4,13 +4,16 @@ the program's final op sequence (a bench's timed decode steps). Steps are cut at
 --marker kernel (default: the embedding, the first op of every forward) or, with --marker '', found
 as the periodic tail of the op names. Prints the device operations per step, GPU busy time (union of
 their intervals), the GPU span from the first start to the last end, the idle share of that span
-(launch gaps and host work the GPU waited for), and the kernels with the most device time per step.
+(launch gaps and host work the GPU waited for), the kernels with the most device time per step, and the
+kernels that add the most to the busy span (the honest ranking once kernels are chained: each waits for its
+predecessor inside its own duration).
 
 usage: kernel_trace_report.py TRACE.csv[.gz] --steps N [--marker embedding] [--wall-ms W] [--top 12]
 """
 import argparse
 import csv
 import gzip
+import re
 import sys
 
 
@@ -52,6 +55,39 @@ def top_ops(ops, top):
         t[0] += 1
         t[1] += b - a
     return [(name, cnt, ns) for name, (cnt, ns) in sorted(by_name.items(), key=lambda kv: -kv[1][1])[:top]]
+
+
+def extension_ops(steps, top):
+    """(name, calls per step, ns per step) of the `top` op names that extend the busy span the most: ops in
+    end order, each charged the part of its interval past the latest end before it (the charges sum to the
+    busy time), the median over the steps. With programmatic dependent launch a kernel starts early and
+    waits, so its own duration overstates what it costs the step; this charges only what it adds."""
+    per_step = []
+    for step in steps:
+        charges, cover = {}, None
+        for a, b, _, name in sorted(step, key=lambda r: r[1]):
+            charge = b - a if cover is None else max(0, b - max(a, cover))
+            cover = b if cover is None else max(cover, b)
+            t = charges.setdefault(name, [0, 0])
+            t[0] += 1
+            t[1] += charge
+        per_step.append(charges)
+    names = set().union(*per_step) if per_step else set()
+    ranked = []
+    for name in names:
+        ns = sorted(c.get(name, [0, 0])[1] for c in per_step)
+        ranked.append((name, per_step[0].get(name, [0, 0])[0], ns[len(ns) // 2]))
+    ranked.sort(key=lambda t: -t[2])
+    return ranked[:top]
+
+
+def short_name(name):
+    """A kernel's name without deepinfer's namespace and anonymous-namespace prefix."""
+    m = re.match(r"_ZN9deepinfer.*?_cu_[0-9a-f]{8}(\d+)", name)
+    if not m:
+        return name
+    length, rest = int(m.group(1)), name[m.end():]
+    return rest[:length] + ("<" + rest[length:] + ">" if rest[length:].startswith("I") else "")
 
 
 def split_steps(rows, marker, count):
@@ -98,6 +134,9 @@ def main():
     print("top device time per step (count, us, name):")
     for name, cnt, ns in top_ops(first, args.top):
         print(f"  {cnt:4d} {ns / 1e3:9.1f}  {name[:100]}")
+    print("top time added to the busy span per step (count, us, name; chained kernels wait inside their own time):")
+    for name, cnt, ns in extension_ops(steps, args.top):
+        print(f"  {cnt:4d} {ns / 1e3:9.1f}  {short_name(name)[:100]}")
 
 
 if __name__ == "__main__":
