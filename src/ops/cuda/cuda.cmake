@@ -6,7 +6,7 @@ set(ops_cuda_sources
   cuda/backend_sampling.cpp cuda/sampling_kernels.cu
   cuda/backend_graph.cpp
   cuda/cuda_timing.cpp cuda/device_info.cpp cuda/device_arch_probe.cu cuda/device_loading.cpp cuda/dependent_launch.cpp
-  cuda/rows_kernels.cu cuda/gemm_kernels.cu cuda/attention_kernels.cu cuda/mhc_compressor_kernels.cu
+  cuda/rows_kernels.cu cuda/gemm_kernels.cu cuda/act_quant_kernels.cu cuda/attention_kernels.cu cuda/mhc_compressor_kernels.cu
   cuda/sparse_attention_mma.cu
   cuda/moe_kernels.cu cuda/random_fill_kernels.cu cuda/fp8_skinny_kernels.cu
   cuda/moe_fp4_kernels.cu cuda/skinny_bf16_kernels.cu cuda/fp8_decode_kernels.cu cuda/moe_prefill_kernels.cu cuda/indexer_mma_kernels.cu cuda/mhc_prefill_kernels.cu cuda/moe_prefill_wgmma.cu
