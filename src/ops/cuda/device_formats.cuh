@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -26,6 +27,16 @@ __device__ __forceinline__ std::uint16_t f32_to_bf16_bits(float value) {
 }
 
 __device__ __forceinline__ float round_bf16(float v) { return bf16_bits_to_f32(f32_to_bf16_bits(v)); }
+
+// Two e4m3 codes (low byte first) -> bf16x2 of code x scale: e4m3 -> f16 is exact, the f32 product is the
+// host dequantisation's (io::dequantize_fp8_block), rounded to bf16 the same way (the skinny bf16 and grouped FP8 wgmma
+// kernels' widening of FP8 blocks).
+__device__ __forceinline__ std::uint32_t e4m3x2_to_bf16x2(std::uint32_t two, float scale) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two), __NV_E4M3);
+  const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
+  const __nv_bfloat162 b = __floats2bfloat162_rn(f.x * scale, f.y * scale);
+  return *reinterpret_cast<const std::uint32_t*>(&b);
+}
 
 __device__ __forceinline__ float e4m3_to_f32(std::uint8_t code) {
   const std::uint32_t sign = static_cast<std::uint32_t>(code & 0x80u) << 24;

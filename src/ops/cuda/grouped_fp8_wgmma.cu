@@ -23,8 +23,6 @@
 // (row 16 w + l / 4 + 8 (e / 2), column 8 j + 2 (l % 4) + e % 2). The register-A fragment of
 // m64nNk16.bf16 is mma.sync m16n8k16's A fragment per warp (warp w of the warpgroup: rows 16w..16w+15):
 // a[0] = (row l / 4, K 2 (l % 4) + {0, 1}), a[1] = 8 rows below, a[2] / a[3] = the same at K + 8.
-#include <cuda_fp8.h>
-
 #include <algorithm>
 
 #include "ops/cuda/dependent_launch.cuh"
@@ -40,6 +38,7 @@ using wgmma::fence_operands;
 using wgmma::fence_proxy_async;
 using wgmma::smem_desc;
 using wgmma::swizzled;
+using wgmma::wgmma_bf16_rs;
 using wgmma::wgmma_commit;
 using wgmma::wgmma_fence;
 using wgmma::wgmma_wait_all;
@@ -65,29 +64,14 @@ struct Cfg {
   static_assert(kSmem + 1024 <= 228 * 1024, "a CTA fits an SM's shared memory");
 };
 
-// 16-byte weight copy asking L2 for the surrounding 256 bytes (the next stage's piece of the same row).
-__device__ __forceinline__ void cp_async_weight16(std::uint32_t dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
-}
-
 __device__ __forceinline__ uint4 lds128(std::uint32_t addr) {
   uint4 v;
   asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
   return v;
 }
 
-// Two e4m3 codes (low byte first) -> bf16x2 of code x scale, any f32 scale: e4m3 -> f16 is exact, the f32
-// product is the host dequantisation's (io::dequantize_fp8_block), rounded to bf16 the same way (as the
-// skinny bf16 kernel's FP8 form does).
-__device__ __forceinline__ std::uint32_t widen_e4m3x2(std::uint32_t two, float scale) {
-  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two & 0xffffu), __NV_E4M3);
-  const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
-  const __nv_bfloat162 b = __floats2bfloat162_rn(f.x * scale, f.y * scale);
-  return *reinterpret_cast<const std::uint32_t*>(&b);
-}
-
-// The same for a power-of-two scale 2^p (ue8m0, or f32 with a zero mantissa), where code x 2^p is a bf16
-// value exactly: the codes sit in bytes 1 and 3 of `q` (sign bit 15 / 31 already where bf16 has it);
+// e4m3x2_to_bf16x2 (device_formats.cuh) for a power-of-two scale 2^p (ue8m0, or f32 with a zero mantissa), where code x
+// 2^p is a bf16 value exactly: the codes sit in bytes 1 and 3 of `q` (sign bit 15 / 31 already where bf16 has it);
 // exponent and mantissa move right by 4 (bf16 exponent 4 bits wider, bias 127 vs 7: the bits read as
 // code x 2^-120, e4m3 subnormals as bf16 subnormals), then one exact bf16x2 multiply by 2^(120 + p).
 __device__ __forceinline__ std::uint32_t widen_e4m3x2_pow2(std::uint32_t q, std::uint32_t mul) {
@@ -103,68 +87,6 @@ __device__ __forceinline__ std::uint32_t pow2_multiplier(float scale) {
   const std::uint32_t bits = __float_as_uint(scale), e = bits >> 23;
   if ((bits & 0x807fffffu) != 0 || e == 0 || e > 134) return 0u;
   return ((e + 120u) << 7) * 0x10001u;
-}
-
-// d (+)= A · B, A (64 x 16 bf16) from registers (a[0..3]: the fragment above), B (N x 16 bf16, K-major)
-// through its descriptor; N = 2 x the registers of d (8, 16, 32, 64, 128).
-template <int R>
-__device__ __forceinline__ void wgmma_bf16_rs(float (&d)[R], const std::uint32_t (&a)[4], std::uint64_t db);
-
-template <>
-__device__ __forceinline__ void wgmma_bf16_rs<4>(float (&d)[4], const std::uint32_t (&a)[4], std::uint64_t db) {
-  asm volatile(
-      "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, 1, 1, 1, 0;\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
-}
-template <>
-__device__ __forceinline__ void wgmma_bf16_rs<8>(float (&d)[8], const std::uint32_t (&a)[4], std::uint64_t db) {
-  asm volatile(
-      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, "
-      "{%8, %9, %10, %11}, %12, 1, 1, 1, 0;\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
-}
-template <>
-__device__ __forceinline__ void wgmma_bf16_rs<16>(float (&d)[16], const std::uint32_t (&a)[4], std::uint64_t db) {
-  asm volatile(
-      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, "
-      "%12, %13, %14, %15}, {%16, %17, %18, %19}, %20, 1, 1, 1, 0;\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
-}
-template <>
-__device__ __forceinline__ void wgmma_bf16_rs<64>(float (&d)[64], const std::uint32_t (&a)[4], std::uint64_t db) {
-  asm volatile(
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-      "}, {%64, %65, %66, %67}, %68, 1, 1, 1, 0;\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
-}
-template <>
-__device__ __forceinline__ void wgmma_bf16_rs<32>(float (&d)[32], const std::uint32_t (&a)[4], std::uint64_t db) {
-  asm volatile(
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-      "}, {%32, %33, %34, %35}, %36, 1, 1, 1, 0;\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
 }
 
 // Warpgroup barrier over its 128 threads (ids 1, 2: 0 is __syncthreads).
@@ -312,10 +234,10 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_fp8_wgmma_kernel(GroupedF
         const std::uint32_t at = a_row ^ static_cast<std::uint32_t>(j << 4);
         const uint4 lo = lds128(at), hi = lds128(at + 1024);
         const float s = sc[j * SB / (kBK / 16)];
-        frag[j][0] = widen_e4m3x2(__byte_perm(lo.x, lo.y, sel), s);
-        frag[j][1] = widen_e4m3x2(__byte_perm(hi.x, hi.y, sel), s);
-        frag[j][2] = widen_e4m3x2(__byte_perm(lo.z, lo.w, sel), s);
-        frag[j][3] = widen_e4m3x2(__byte_perm(hi.z, hi.w, sel), s);
+        frag[j][0] = e4m3x2_to_bf16x2(__byte_perm(lo.x, lo.y, sel), s);
+        frag[j][1] = e4m3x2_to_bf16x2(__byte_perm(hi.x, hi.y, sel), s);
+        frag[j][2] = e4m3x2_to_bf16x2(__byte_perm(lo.z, lo.w, sel), s);
+        frag[j][3] = e4m3x2_to_bf16x2(__byte_perm(hi.z, hi.w, sel), s);
       }
     }
 #pragma unroll

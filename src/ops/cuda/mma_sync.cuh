@@ -16,6 +16,11 @@ __device__ __forceinline__ std::uint32_t smem_u32(const void* p) {
 __device__ __forceinline__ void cp_async16_zfill(std::uint32_t dst, const void* src, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
 }
+// 16-byte weight copy asking L2 to fetch the surrounding 256 bytes (the next stages' pieces of the same
+// weight row), so DRAM sees 256-byte reads where each stage takes 64 bytes of a row.
+__device__ __forceinline__ void cp_async_weight16(std::uint32_t dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
+}
 __device__ __forceinline__ void cp_async_commit_group() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait_group() {

@@ -61,12 +61,6 @@ struct Layout {
   static int bytes(std::int64_t k) { return kWs + kRows * ws_stride(k) + 1024; }  // + alignment slack
 };
 
-// 16-byte weight copy asking L2 to fetch the surrounding 256 bytes (the next stages' pieces of the same
-// weight row), so DRAM sees 256-byte reads where each stage takes 64 bytes of a row.
-template <typename = void>  // (a template: no unused-function warning where only sm_90a uses it)
-__device__ __forceinline__ void cp_async_weight16(std::uint32_t dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
-}
 template <typename = void>  // (a template: no unused-function warning where only sm_90a uses it)
 __device__ __forceinline__ void cp_async4(std::uint32_t dst, const void* src) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src) : "memory");

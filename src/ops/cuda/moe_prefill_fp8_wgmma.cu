@@ -158,10 +158,7 @@ __device__ __forceinline__ void load_stage(const SkinnyGemmArgs& args, const Cop
   const std::uint32_t raw = smem_u32(smem + Smem::kRaw + slot * kRawTile) + c.raw_off;
   const std::uint8_t* w = c.w + kt * (kBK / 2);
 #pragma unroll
-  for (int i = 0; i < 2; ++i)
-    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(raw + i * 64 * kRawRow),
-                 "l"(w + i * c.w_rows64)
-                 : "memory");
+  for (int i = 0; i < 2; ++i) cp_async_weight16(raw + i * 64 * kRawRow, w + i * c.w_rows64);
   if (c.xs != nullptr)
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(
                      smem_u32(smem + Smem::kXs + slot * kTokens * 4 + (PK ? c.xs_at : threadIdx.x * 4))),

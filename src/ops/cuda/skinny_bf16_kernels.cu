@@ -3,8 +3,6 @@
 // compressor and router projections. The bf16 activations are read in place (no staging launch).
 // wo_a may also stay in its stored FP8 blocks (half the bytes): each code is widened to bf16 times its
 // block scale in registers, which is exact, so the products and sums are those of the bf16 weight.
-#include <cuda_fp8.h>
-
 #include <algorithm>
 
 #include "ops/cuda/dependent_launch.cuh"
@@ -26,15 +24,6 @@ __device__ __forceinline__ uint2 load_stream8(const void* p) {
   uint2 v;
   asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "l"(p));
   return v;
-}
-
-// Two e4m3 codes (low byte first) -> bf16x2 of code x scale: e4m3 -> f16 is exact, the f32 product is the
-// host dequantisation's (io::dequantize_fp8_block), rounded to bf16 the same way.
-__device__ __forceinline__ std::uint32_t e4m3x2_to_bf16x2(std::uint32_t two, float scale) {
-  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two), __NV_E4M3);
-  const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
-  const __nv_bfloat162 b = __floats2bfloat162_rn(f.x * scale, f.y * scale);
-  return *reinterpret_cast<const std::uint32_t*>(&b);
 }
 
 // 8 e4m3 codes (K elements 0..7 of a lane's step) -> the 4 bf16x2 words a bf16 weight load would hold.
