@@ -1,7 +1,7 @@
 // The CUDA backend's launch rule, checked on its sources (no GPU needed): every kernel is launched with
-// launch_chained / launch_dependent (a programmatic dependent of the kernel before it) and waits for its
-// predecessor in its body — one kernel without the wait would let the kernels after it run before the
-// kernels before it finish (dependent_launch.cuh, docs/CUDA.md §3).
+// launch_chained (a programmatic dependent of the kernel before it) and waits for its predecessor in
+// its body — one kernel without the wait would let the kernels after it run before the kernels before
+// it finish (dependent_launch.cuh, docs/CUDA.md §3).
 #include <gtest/gtest.h>
 
 #include <filesystem>

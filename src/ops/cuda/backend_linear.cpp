@@ -428,7 +428,7 @@ void CudaBackend::gemm_fp8_wgmma(const DevRows& x, const LinearWeight& w, const 
   args.out_bf16 = out.bf16;
   args.partial = splits > 1 ? reinterpret_cast<float*>(base + p_off) : nullptr;
   launch_act_quant_codes(x, block, base + c_off, k, reinterpret_cast<float*>(base + s_off), m, stream_);
-  launch_fp8_wgmma_decode(args, splits, stream_, options_.dependent_launch);
+  launch_fp8_wgmma_decode(args, splits, stream_);
   DI_CUDA_CHECK_LAUNCH("linear (fp8 wgmma decode)");
   if (splits > 1) {
     launch_splitk_reduce(args.partial, splits, m, n, out, stream_);

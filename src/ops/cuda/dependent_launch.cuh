@@ -1,4 +1,4 @@
-// Programmatic dependent launch (sm_90+): a kernel launched with launch_dependent() may start while
+// Programmatic dependent launch (sm_90+): a kernel launched with launch_chained() may start while
 // the previous kernel on its stream is still running; it must call grid_dependency_wait() before it
 // touches anything that kernel writes (or anything that kernel still reads: write-after-read), and
 // may do independent work first (a GEMM streaming its immutable weights). A primary kernel that
@@ -31,24 +31,6 @@ __device__ __forceinline__ void allow_dependents_early() {
 #endif
 }
 
-// Launches kernel<<<grid, block, smem, stream>>>(args...) as a programmatic dependent of the
-// stream's previous kernel when `dependent` (captured into CUDA graphs as a programmatic edge).
-template <typename... Params, typename... Args>
-cudaError_t launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t smem,
-                             cudaStream_t stream, bool dependent, Args&&... args) {
-  cudaLaunchConfig_t config{};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.dynamicSmemBytes = smem;
-  config.stream = stream;
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[0].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = attribute;
-  config.numAttrs = dependent ? 1 : 0;
-  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
-}
-
 // The first statement of a kernel launched with launch_chained(): wait for the stream's previous
 // kernel (its writes visible), then let the next kernel's CTAs launch while this one runs, so a
 // chain of small kernels pays each launch behind its predecessor's work rather than after it.
@@ -58,12 +40,23 @@ __device__ __forceinline__ void enter_dependent_kernel() {
 }
 
 // kernel<<<grid, block, smem, stream>>>(args...), as a programmatic dependent of the stream's previous
-// kernel when dependent_launch_enabled() (CudaBackendOptions::dependent_launch). Launch errors are
-// reported by the caller's DI_CUDA_CHECK_LAUNCH (cudaGetLastError), as for <<<>>>.
+// kernel when dependent_launch_enabled() (CudaBackendOptions::dependent_launch; captured into CUDA
+// graphs as a programmatic edge). Launch errors are reported by the caller's DI_CUDA_CHECK_LAUNCH
+// (cudaGetLastError), as for <<<>>>.
 template <typename... Params, typename... Args>
 void launch_chained(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t smem, cudaStream_t stream,
                     Args&&... args) {
-  (void)launch_dependent(kernel, grid, block, smem, stream, dependent_launch_enabled(), std::forward<Args>(args)...);
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attribute;
+  config.numAttrs = dependent_launch_enabled() ? 1 : 0;
+  (void)cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
 }
 
 }  // namespace deepinfer::ops::cuda

@@ -236,12 +236,12 @@ __global__ void __launch_bounds__(kThreads) fp8_wgmma_decode_kernel(Fp8WgmmaDeco
 }
 
 template <int NT, int SB>
-void launch_nt(const Fp8WgmmaDecodeArgs& args, int splits, cudaStream_t stream, bool dependent) {
+void launch_nt(const Fp8WgmmaDecodeArgs& args, int splits, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(args.n / kRowsW), static_cast<unsigned>(splits));
   constexpr int smem = Cfg<NT, SB>::kSmem;
   // Per call, not cached: the attribute belongs to the current device, and setting it is cheap.
   cudaFuncSetAttribute(fp8_wgmma_decode_kernel<NT, SB>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  launch_dependent(fp8_wgmma_decode_kernel<NT, SB>, grid, dim3(kThreads), smem, stream, dependent, args);
+  launch_chained(fp8_wgmma_decode_kernel<NT, SB>, grid, dim3(kThreads), smem, stream, args);
 }
 
 }  // namespace
@@ -257,27 +257,27 @@ int fp8_wgmma_decode_splits(std::int64_t n, std::int64_t k, int sm_count) {
   return static_cast<int>(splits);
 }
 
-void launch_fp8_wgmma_decode(const Fp8WgmmaDecodeArgs& args, int splits, cudaStream_t stream, bool dependent) {
+void launch_fp8_wgmma_decode(const Fp8WgmmaDecodeArgs& args, int splits, cudaStream_t stream) {
   if (args.m <= 0 || args.n <= 0) return;
   Fp8WgmmaDecodeArgs a = args;
   const int kb = static_cast<int>(args.k / kBK);
   a.kblocks_per_split = (kb + splits - 1) / splits;
   if (args.scale_block == 32) {  // V4.1: up to kFp8WgmmaMaxRowsBlock32 rows (4 partials per thread)
     if (args.m <= 8) {
-      launch_nt<8, 4>(a, splits, stream, dependent);
+      launch_nt<8, 4>(a, splits, stream);
     } else if (args.m <= 16) {
-      launch_nt<16, 4>(a, splits, stream, dependent);
+      launch_nt<16, 4>(a, splits, stream);
     } else {
-      launch_nt<32, 4>(a, splits, stream, dependent);
+      launch_nt<32, 4>(a, splits, stream);
     }
   } else if (args.m <= 8) {
-    launch_nt<8, 1>(a, splits, stream, dependent);
+    launch_nt<8, 1>(a, splits, stream);
   } else if (args.m <= 16) {
-    launch_nt<16, 1>(a, splits, stream, dependent);
+    launch_nt<16, 1>(a, splits, stream);
   } else if (args.m <= 32) {
-    launch_nt<32, 1>(a, splits, stream, dependent);
+    launch_nt<32, 1>(a, splits, stream);
   } else {
-    launch_nt<64, 1>(a, splits, stream, dependent);
+    launch_nt<64, 1>(a, splits, stream);
   }
 }
 

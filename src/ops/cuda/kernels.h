@@ -237,9 +237,9 @@ struct Fp8WgmmaDecodeArgs {
   int kblocks_per_split = 0;  // set by launch_fp8_wgmma_decode
 };
 int fp8_wgmma_decode_splits(std::int64_t n, std::int64_t k, int sm_count);
-// dependent: launched as a programmatic dependent of the stream's previous kernel (the act quant),
-// so its CTAs stream their first weight stages while that kernel finishes (dependent_launch.cuh).
-void launch_fp8_wgmma_decode(const Fp8WgmmaDecodeArgs& args, int splits, cudaStream_t stream, bool dependent);
+// Chained to the stream's previous kernel (the act quant; dependent_launch.cuh) like every kernel: its
+// CTAs stream their first weight stages before they wait for it.
+void launch_fp8_wgmma_decode(const Fp8WgmmaDecodeArgs& args, int splits, cudaStream_t stream);
 // Grouped fp4 GEMM with 16-byte weight loads (moe_fp4_kernels.cu): ue8m0 weight scales whose rows
 // start 4-byte aligned, K % 128 == 0, act_block == 128; items of <= kSkinnyRowsMid rows. grid_y = max
 // items, grid_z = weight sets (the launch itself is one wave walking the active items).
