@@ -1,7 +1,9 @@
 // LD_PRELOAD tool for the GPU machine: records the device start/end of every kernel, memcpy and
 // memset a program runs (CUPTI activity API; no change to the program) and writes them as CSV to
 // $KERNEL_TRACE_OUT at exit. tools/gpu/kernel_trace_report.py turns the tail of a trace (the timed
-// decode steps of a bench) into kernels per step, GPU busy time and idle gaps.
+// decode steps of a bench) into kernels per step, GPU busy time and idle gaps. KERNEL_TRACE_API=1 also
+// records the host's CUDA runtime calls (kind h: launches, copies, syncs, on the same clock), to see
+// whether the device waited for the host; read_trace() leaves them out unless asked.
 // build (device): g++ -O2 -shared -fPIC kernel_trace.cpp -I<cupti include> -L<lib> -l:libcupti.so.13
 #include <cupti.h>
 
@@ -16,7 +18,7 @@ namespace {
 
 struct Record {
   std::uint64_t start, end;
-  char kind;  // k = kernel, c = memcpy, s = memset
+  char kind;  // k = kernel, c = memcpy, s = memset, h = host runtime call
   std::string name;
 };
 
@@ -49,6 +51,12 @@ void CUPTIAPI buffer_completed(CUcontext, std::uint32_t, std::uint8_t* buffer, s
     } else if (record->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
       const auto* s = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
       records().push_back({s->start, s->end, 's', "memset"});
+    } else if (record->kind == CUPTI_ACTIVITY_KIND_RUNTIME) {
+      const auto* a = reinterpret_cast<const CUpti_ActivityAPI*>(record);
+      const char* name = nullptr;
+      if (cuptiGetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, a->cbid, &name) != CUPTI_SUCCESS || name == nullptr)
+        name = "runtime";
+      records().push_back({a->start, a->end, 'h', name});
     }
   }
   std::free(buffer);
@@ -60,6 +68,9 @@ __attribute__((constructor)) void start_trace() {
       cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY) != CUPTI_SUCCESS ||
       cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET) != CUPTI_SUCCESS)
     std::fprintf(stderr, "kernel_trace: CUPTI activity tracing could not be enabled\n");
+  const char* api = std::getenv("KERNEL_TRACE_API");
+  if (api != nullptr && api[0] == '1' && cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME) != CUPTI_SUCCESS)
+    std::fprintf(stderr, "kernel_trace: CUPTI runtime API tracing could not be enabled\n");
 }
 
 __attribute__((destructor)) void write_trace() {

@@ -40,11 +40,13 @@ def busy_ns(intervals):
     return total
 
 
-def read_trace(path):
-    """(start_ns, end_ns, kind, name) of every recorded op, sorted by start."""
+def read_trace(path, host_calls=False):
+    """(start_ns, end_ns, kind, name) of every recorded device op (and host runtime call, kind h, when
+    host_calls), sorted by start."""
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rt") as f:
-        return sorted((int(r["start_ns"]), int(r["end_ns"]), r["kind"], r["name"]) for r in csv.DictReader(f))
+        return sorted((int(r["start_ns"]), int(r["end_ns"]), r["kind"], r["name"]) for r in csv.DictReader(f)
+                      if host_calls or r["kind"] != "h")
 
 
 def top_ops(ops, top):
