@@ -139,6 +139,13 @@ struct CudaBackendOptions {
   // 4-layer V4 decode (2026-11-30, two pairs of runs): 1.25 / 2.06 / 4.09 / 7.32 / 9.00 ms with 0 ->
   // 1.13 / 1.91 / 3.89 / 7.03 / 8.76 at batch 1 / 8 / 32 / 128 / 256.
   int side_lane_max_rows = 256;
+  // mHC sites (hc_pre, hc_pre_norm, hc_mix, hc_post_pre_norm) of steps the side lane takes run comb's
+  // Sinkhorn as a kernel of its own on the side stream, joined before the hc_post that reads comb (the
+  // finish kernel then forms only pre / post, the collapse and the norm). Same bits either way.
+  bool hc_comb_side_lane = true;
+  // hc_post_pre_norm of fewer than kHcMixPrefillRows rows and n <= 4 in one kernel pair: the partial
+  // blocks form the stream (hc_post's expression) before their dot products. Same bits either way.
+  bool hc_post_fused = true;
 };
 
 // Sets the field named by "name=value" (ints; bools as 0 / 1 / true / false); an unknown name or a

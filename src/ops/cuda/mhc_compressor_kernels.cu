@@ -63,8 +63,8 @@ __host__ __device__ inline int hc_slices(std::int64_t width) {
 // Tokens per partial block at a T-token step: about 4 blocks of tokens per (slice, chunk), so batch
 // 32 runs 256 blocks (one wave at two per SM) and reads fn 4 times instead of 32. Any grouping gives
 // the same bits (every token sums alone), so this is free to follow T.
-int hc_partial_group(std::int64_t tokens) {
-  return static_cast<int>(std::min<std::int64_t>(kMaxGroup, std::max<std::int64_t>(1, (tokens + 3) / 4)));
+int hc_partial_group(std::int64_t tokens, int max_group) {
+  return static_cast<int>(std::min<std::int64_t>(max_group, std::max<std::int64_t>(1, (tokens + 3) / 4)));
 }
 
 // Slot of the warp total that warp_sum16 leaves in this lane (lanes l and l ^ 1 hold the same one).
@@ -96,12 +96,55 @@ __device__ __forceinline__ float warp_sum16(float (&v)[kSumSlots]) {
   return v[0] + __shfl_xor_sync(0xffffffffu, v[0], 1);
 }
 
+// Tokens per partial block when the block also forms the stream (the folded hc_post: n + 1 more loads
+// per token and thread held in registers; 64 registers at launch bounds (512, 2)).
+constexpr int kFusedMaxGroup = 4;
+
+// The folded hc_post of hc_mix_partial_kernel<.., true>: x[t0 + g, i] for the group's tokens, each the
+// expression hc_post_kernel computes (the same fmaf chain in j order from 0, then post · f + acc),
+// written by the z = 0 blocks and returned rounded to x's dtype, i.e. the value the unfused partial
+// kernel reads back. Every load is issued before the first use; comb and post go through shared memory.
+template <int kGroupMax>
+__device__ __forceinline__ void hc_fused_post(const HcArgs& a, std::int64_t t0, int tokens, std::int64_t i, bool live,
+                                              float (&xs)[kGroupMax]) {
+  constexpr int kN = kHcFusedPostStreams;
+  __shared__ float coef_s[kGroupMax][kN * kN + kN];  // comb [j][k], then post [k]
+  const int n = a.n, nn = n * n, per = nn + n;
+  const std::int64_t k = live ? i / a.d : 0, c = live ? i - k * a.d : 0;
+  std::uint32_t rb[kGroupMax][kN], fb[kGroupMax];
+#pragma unroll
+  for (int g = 0; g < kGroupMax; ++g) {
+    const bool on = live && g < tokens;
+#pragma unroll
+    for (int j = 0; j < kN; ++j) rb[g][j] = on && j < n ? load_bits(a.post_residual, t0 + g, j * a.d + c) : 0u;
+    fb[g] = on ? load_bits(a.post_f, t0 + g, c) : 0u;
+  }
+  for (int e = static_cast<int>(threadIdx.x); e < tokens * per; e += static_cast<int>(blockDim.x)) {
+    const int g = e / per, r = e % per;
+    coef_s[g][r] = r < nn ? a.comb_in[(t0 + g) * nn + r] : a.post_in[(t0 + g) * n + r - nn];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int g = 0; g < kGroupMax; ++g) {
+    float acc = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kN; ++j)
+      if (j < n) acc = fmaf(coef_s[g][j * n + k], bits_value(a.post_residual, rb[g][j]), acc);
+    const float v = coef_s[g][nn + k] * bits_value(a.post_f, fb[g]) + acc;
+    if (live && g < tokens && blockIdx.z == 0) store_elem(a.x, t0 + g, i, v);
+    xs[g] = round_like(a.x.bf16, v);
+  }
+}
+
 // grid (slices, token groups, mix chunks): partial[t, s, m] = Σ_{i in slice s} fn[m, i] · x[t, i] for
 // every mix m, and partial[t, s, n_mix] = Σ x[t, i]² over the slice. Each token of the group sums
 // exactly as a block of its own did: per thread one product fmaf(fn, x, 0), the warp's xor tree
 // (warp_sum16 == warp_sum), then the 16 warps in order — so the bits never depend on the group.
+// kFusePost: the block first forms its slice of x from the previous sub-layer (hc_fused_post), so
+// hc_post needs no launch of its own; the sums are the same expressions of the same values.
+template <int kGroupMax, bool kFusePost>
 __global__ void __launch_bounds__(kPartialThreads, 2) hc_mix_partial_kernel(HcArgs a, int group) {
-  __shared__ float red[kMaxGroup][kPartialThreads / 32][kMixChunk + 1];
+  __shared__ float red[kGroupMax][kPartialThreads / 32][kMixChunk + 1];
   const int slice = blockIdx.x, slices = gridDim.x;
   const std::int64_t t0 = static_cast<std::int64_t>(blockIdx.y) * group;
   const int tokens = static_cast<int>(min(static_cast<std::int64_t>(group), a.x.rows - t0));
@@ -121,15 +164,22 @@ __global__ void __launch_bounds__(kPartialThreads, 2) hc_mix_partial_kernel(HcAr
   for (int m = 0; m < kMixChunk; ++m) fv[m] = live && m0 + m < n_mix ? a.fn[(m0 + m) * width + i] : 0.0f;
   grid_dependency_wait();
   allow_dependents_early();  // the finish kernel may start: it reads nothing but weights before its own wait
-  std::uint32_t xb[kMaxGroup];
+  std::uint32_t xb[kGroupMax];
+  float xs[kGroupMax];
+  if constexpr (kFusePost) {
+    hc_fused_post<kGroupMax>(a, t0, tokens, i, live, xs);
+  } else {
 #pragma unroll
-  for (int g = 0; g < kMaxGroup; ++g) xb[g] = live && g < tokens ? load_bits(a.x, t0 + g, i) : 0u;
+    for (int g = 0; g < kGroupMax; ++g) xb[g] = live && g < tokens ? load_bits(a.x, t0 + g, i) : 0u;
+  }
   const int slot = warp_sum16_slot(lane);
 #pragma unroll
-  for (int g = 0; g < kMaxGroup; ++g) {
+  for (int g = 0; g < kGroupMax; ++g) {
     if (g >= tokens) break;
     float acc[kSumSlots];
-    const float xv = bits_value(a.x, xb[g]);
+    float xv;
+    if constexpr (kFusePost) xv = xs[g];
+    else xv = bits_value(a.x, xb[g]);
 #pragma unroll
     for (int m = 0; m < kMixChunk; ++m) acc[m] = live ? fmaf(fv[m], xv, 0.0f) : 0.0f;
     acc[kMixChunk] = live ? fmaf(xv, xv, 0.0f) : 0.0f;
@@ -221,6 +271,17 @@ __device__ __forceinline__ float collapse_sum(float v, float* red) {
   return total;
 }
 
+// sinkhorn_warp for the token's n (<= 5), lane r·n + c holding comb[r][c].
+__device__ __forceinline__ float sinkhorn_lanes(float v, int n, int iters, float eps) {
+  switch (n) {
+    case 1: return sinkhorn_warp<1>(v, iters, eps);
+    case 2: return sinkhorn_warp<2>(v, iters, eps);
+    case 3: return sinkhorn_warp<3>(v, iters, eps);
+    case 4: return sinkhorn_warp<4>(v, iters, eps);
+    default: return sinkhorn_warp<5>(v, iters, eps);
+  }
+}
+
 // The Sinkhorn warp: comb's logits (mv · scale + base, as the coefficient threads form pre and post)
 // straight into lanes, Sinkhorn, comb out. n > 5 runs the serial reference on lane 0 through comb_s.
 __device__ void finish_comb(const HcArgs& a, std::int64_t t, const float* mixes, float inv, float scale_v,
@@ -234,13 +295,7 @@ __device__ void finish_comb(const HcArgs& a, std::int64_t t, const float* mixes,
       const float mv = mixes[2 * n + lane] * inv;
       v = mv * scale_v + base_v;
     }
-    switch (n) {
-      case 1: v = sinkhorn_warp<1>(v, a.iters, a.hc_eps); break;
-      case 2: v = sinkhorn_warp<2>(v, a.iters, a.hc_eps); break;
-      case 3: v = sinkhorn_warp<3>(v, a.iters, a.hc_eps); break;
-      case 4: v = sinkhorn_warp<4>(v, a.iters, a.hc_eps); break;
-      default: v = sinkhorn_warp<5>(v, a.iters, a.hc_eps); break;
-    }
+    v = sinkhorn_lanes(v, n, a.iters, a.hc_eps);
     if (lane < nn) out[lane] = v;
     return;
   }
@@ -254,12 +309,39 @@ __device__ void finish_comb(const HcArgs& a, std::int64_t t, const float* mixes,
   for (int j = lane; j < nn; j += 32) out[j] = comb_s[j];
 }
 
+constexpr int kSinkhornWarps = 4;  // tokens per hc_sinkhorn_kernel block
+
+// comb <- Sinkhorn(comb) in place from the logits the finish kernel wrote (HcArgs::comb_logits): one
+// warp per token, finish_comb's code on the same values, so the same bits as the finish kernel's own
+// Sinkhorn warp. Launched on another stream than the rest of the site (the backend's side lane).
+__global__ void __launch_bounds__(kSinkhornWarps * 32) hc_sinkhorn_kernel(HcArgs a) {
+  __shared__ float comb_s[kSinkhornWarps][16 * 16];
+  enter_dependent_kernel();
+  const std::int64_t t = static_cast<std::int64_t>(blockIdx.x) * kSinkhornWarps + threadIdx.x / 32;
+  if (t >= a.x.rows) return;  // a whole warp: the shuffles below see every lane
+  const int n = a.n, lane = static_cast<int>(threadIdx.x % 32), nn = n * n;
+  float* c = a.comb + t * nn;
+  if (n <= 5) {
+    float v = lane < nn ? c[lane] : 0.0f;
+    v = sinkhorn_lanes(v, n, a.iters, a.hc_eps);
+    if (lane < nn) c[lane] = v;
+    return;
+  }
+  float* cs = comb_s[threadIdx.x / 32];
+  for (int j = lane; j < nn; j += 32) cs[j] = c[j];
+  __syncwarp();
+  if (lane == 0) sinkhorn(cs, n, a.iters, a.hc_eps);
+  __syncwarp();
+  for (int j = lane; j < nn; j += 32) c[j] = cs[j];
+}
+
 // One block per token; critical path: slice partials -> mixes -> Sinkhorn (40 dependent shuffle
 // sums and IEEE divisions). After the wait for the partial kernel, the first threads load their
 // mix's slice partials before anything else and sum them in slice order; the collapse threads'
 // stream columns, needed only after that, are in flight behind them. Then mixes[m] = (fn[m] · x) ·
 // rsqrt(mean(x²) + eps); an extra warp (hc_pre / hc_mix only) runs comb's Sinkhorn while the
-// kFinishThreads others form pre and post, the collapse y = Σ_i pre_i x_i (skipped for hc_mix) and,
+// kFinishThreads others form pre and post (with comb_logits: also comb's logits, and no Sinkhorn
+// warp), the collapse y = Σ_i pre_i x_i (skipped for hc_mix) and,
 // when norm_w is set, y ← rms_norm(y) with rms_norm_kernel's summation order (the fusion is
 // bit-identical to hc_pre followed by rms_norm). Every value is the same expression in the same
 // order as when one warp did it all; only the waiting overlaps.
@@ -284,7 +366,7 @@ __global__ void __launch_bounds__(kFinishThreads + 32, 1) hc_mix_finish_kernel(H
   if (prefetch && norm && a.norm_w.bf16) prefetch_columns<std::uint16_t, 1>(a.norm_w, 0, a.d, 1, wb);
   else if (prefetch && norm) prefetch_columns<std::uint32_t, 1>(a.norm_w, 0, a.d, 1, wb);
   const int coef = tid < kFinishThreads ? tid : 2 * n;  // pre (< n), post (< 2n) or, for the Sinkhorn warp, comb
-  const float base_v = coef < n_mix && coef < 2 * n ? a.base[coef] : 0.0f;
+  const float base_v = coef < n_mix ? a.base[coef] : 0.0f;  // (the Sinkhorn warp loads its own)
   const float scale_v = coef < n_mix ? a.scale[coef < n ? 0 : (coef < 2 * n ? 1 : 2)] : 0.0f;
   grid_dependency_wait();
   allow_dependents_early();
@@ -328,6 +410,9 @@ __global__ void __launch_bounds__(kFinishThreads + 32, 1) hc_mix_finish_kernel(H
     } else {
       a.post[t * n + tid - n] = 2.0f * sigmoidf(mv * scale_v + base_v);
     }
+  } else if (a.comb_logits && tid < n_mix) {
+    const float mv = mixes[tid] * inv;  // finish_comb's logit expression
+    a.comb[t * n * n + tid - 2 * n] = mv * scale_v + base_v;
   }
   if (!collapse) return;  // hc_mix: the collapse happens one site later
   collapse_barrier();
@@ -574,15 +659,26 @@ void launch_hc_mix(const HcArgs& args, cudaStream_t stream) {
   if (args.x.rows == 0) return;
   const int slices = hc_slices(static_cast<std::int64_t>(args.n) * args.d);
   const int n_mix = args.head ? args.n : (2 + args.n) * args.n;
-  if (!launch_hc_mix_partial_prefill(args, kHcSplit, kPartialThreads, stream)) {  // prefill: fn read per 64 tokens
-    const int group = hc_partial_group(args.x.rows);
+  const bool fuse_post = args.post_residual.base != nullptr;  // the caller checked n and T (kernels.h)
+  if (fuse_post || !launch_hc_mix_partial_prefill(args, kHcSplit, kPartialThreads, stream)) {  // prefill: fn per 64 tokens
+    const int group = hc_partial_group(args.x.rows, fuse_post ? kFusedMaxGroup : kMaxGroup);
     const dim3 grid(static_cast<unsigned>(slices), static_cast<unsigned>((args.x.rows + group - 1) / group),
                     static_cast<unsigned>((n_mix + kMixChunk - 1) / kMixChunk));
-    launch_chained(hc_mix_partial_kernel, grid, dim3(kPartialThreads), 0, stream, args, group);
+    if (fuse_post)
+      launch_chained(hc_mix_partial_kernel<kFusedMaxGroup, true>, grid, dim3(kPartialThreads), 0, stream, args, group);
+    else
+      launch_chained(hc_mix_partial_kernel<kMaxGroup, false>, grid, dim3(kPartialThreads), 0, stream, args, group);
   }
-  const int finish_threads = args.head ? kFinishThreads : kFinishThreads + 32;  // + the Sinkhorn warp
+  const bool sinkhorn_warp = !args.head && !args.comb_logits;
+  const int finish_threads = sinkhorn_warp ? kFinishThreads + 32 : kFinishThreads;
   launch_chained(hc_mix_finish_kernel, dim3(static_cast<unsigned>(args.x.rows)), dim3(finish_threads), 0, stream, args,
                  slices);
+}
+
+void launch_hc_sinkhorn(const HcArgs& args, cudaStream_t stream) {
+  if (args.x.rows == 0) return;
+  const auto blocks = static_cast<unsigned>((args.x.rows + kSinkhornWarps - 1) / kSinkhornWarps);
+  launch_chained(hc_sinkhorn_kernel, dim3(blocks), dim3(kSinkhornWarps * 32), 0, stream, args);
 }
 
 void launch_hc_post(const DevRows& f, const DevRows& residual, const float* post, const float* comb, int n,
