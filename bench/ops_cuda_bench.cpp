@@ -586,19 +586,27 @@ int main(int argc, char** argv) {
       mma.moe_fp4_wgmma = false;
       auto mma_sync = make_cuda_backend(mma);
       paths.push_back({"mma.sync", mma_sync.get()});
-      // The register-A form's ring depth forced (default: 10 stages for grids of <= 4 CTAs an SM, else 5)
-      // and the unpermuted operands ('unpermuted, stages 5': the session-6 kernel).
+      // Session 9's pieces switched off one by one ('session 8' = all of them off: one CTA per K, the
+      // whole prologue after the wait, the 1024-thread sort) and the ring depth forced.
       struct Variant {
         const char* label;
-        int stages;
-        bool permuted;
+        const char* options;  // CudaBackendOptions assignments (set_cuda_option)
       };
       std::vector<std::unique_ptr<Backend>> variants;
-      for (const Variant& v : {Variant{"stages 5", 5, true}, Variant{"stages 10", 10, true},
-                               Variant{"unpermuted", 0, false}, Variant{"unpermuted, stages 5", 5, false}}) {
+      for (const Variant& v :
+           {Variant{"ksplit 1", "moe_fp4_wgmma_ksplit=1"},
+            Variant{"no early prologue", "moe_fp4_wgmma_early=0"},
+            Variant{"no early w2 launch", "moe_fp4_wgmma_early_w2=0"},
+            Variant{"1024-thread sort", "moe_sort_small=0"},
+            Variant{"session 8", "moe_fp4_wgmma_ksplit=1,moe_fp4_wgmma_early=0,moe_sort_small=0"},
+            Variant{"ksplit 1, stages 5", "moe_fp4_wgmma_ksplit=1,moe_fp4_wgmma_stages=5"}}) {
         CudaBackendOptions o;
-        o.moe_fp4_wgmma_stages = v.stages;
-        o.moe_fp4_wgmma_permuted = v.permuted;
+        std::string list = v.options;
+        for (std::size_t at = 0; at < list.size();) {
+          const std::size_t comma = std::min(list.find(',', at), list.size());
+          set_cuda_option(o, list.substr(at, comma - at));
+          at = comma + 1;
+        }
         variants.push_back(make_cuda_backend(o));
         paths.push_back({v.label, variants.back().get()});
       }

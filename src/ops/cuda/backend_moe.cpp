@@ -47,8 +47,9 @@ struct MoePlacement {
   }
   // Groups the pairs by expert on the device (stable, so the layout never depends on timing).
   void sort(const std::int32_t* ids, const float* wts, std::int64_t pairs, int k, std::int64_t experts, int bm,
-            int* err, cudaStream_t stream) const {
+            int* err, bool small_block, cudaStream_t stream) const {
     MoeSortArgs a;
+    a.small_block = small_block ? 1 : 0;
     a.ids = ids;
     a.weights = wts;
     a.pairs = pairs;
@@ -65,11 +66,15 @@ struct MoePlacement {
   }
 };
 
-// out[t] = Σ over t's slots, in ascending expert order, of the placed rows pos[t, slot] of y.
+// out[t] = Σ over t's slots, in ascending expert order, of the placed rows pos[t, slot] of y (each the
+// sum of its `splits` K-split partials, split_stride elements apart).
 void combine_experts(const float* y, const std::int32_t* pos, const std::int32_t* ids, int k, std::int64_t dim,
-                     int mid_bf16, float* out, std::int64_t tokens, cudaStream_t stream) {
+                     int mid_bf16, int splits, std::int64_t split_stride, float* out, std::int64_t tokens,
+                     cudaStream_t stream) {
   MoeCombineArgs c;
   c.y = y;
+  c.splits = splits;
+  c.split_stride = split_stride;
   c.pos = pos;
   c.ids = ids;
   c.k = k;
@@ -260,7 +265,7 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& expert_ids, const T
   place.bind(base);
 
   launch_act_prep_bf16(xr, options.act_quant_block, xa, kpad1, stream_);
-  place.sort(ids, wts, pairs, k, n_exp, item_rows, err_, stream_);
+  place.sort(ids, wts, pairs, k, n_exp, item_rows, err_, options_.moe_sort_small, stream_);
   DI_CUDA_CHECK_LAUNCH("moe_experts (sort)");
 
   const DevWeightFormat format = dev_format(e0.w1.format);
@@ -318,7 +323,7 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& expert_ids, const T
   grouped_gemm(g2, 1, dim);
   DI_CUDA_CHECK_LAUNCH("moe_experts (w2)");
 
-  combine_experts(y, place.pos, ids, k, dim, sw.mid_bf16, o, t_count, stream_);
+  combine_experts(y, place.pos, ids, k, dim, sw.mid_bf16, 1, 0, o, t_count, stream_);
   DI_CUDA_CHECK_LAUNCH("moe_experts (combine)");
 }
 
@@ -363,17 +368,25 @@ void CudaBackend::moe_experts_skinny(const DevRows& x, const std::int32_t* ids, 
   }
   if (prefill_fp8) group = kMoePrefillRows;
   const std::int64_t max_items = pairs / group + std::min(n_exp, pairs) + 1;
+  // The wgmma GEMMs' K in moe_fp4_wgmma_ksplit (2 or 4) equal ranges where K / 128 divides: each
+  // range's partial sums land split_stride apart and the SwiGLU / combine add them in range order. A
+  // function of the weight shape only, so a token's bits stay the same alone and in any batch.
+  auto k_splits = [&](std::int64_t kk) {
+    const int s = options_.moe_fp4_wgmma_ksplit;
+    return wgmma && (s == 2 || s == 4) && (kk / 128) % s == 0 ? s : 1;
+  };
+  const int splits1 = k_splits(dim), splits2 = k_splits(inter);
   const std::int64_t ld1 = ceil_div(dim, 16) * 16, ld2 = ceil_div(inter, 16) * 16;
   const std::int64_t kb1 = ceil_div(dim, act), kb2 = ceil_div(inter, act);
 
   ScratchLayout layout;
   const std::size_t xq_off = layout.add(static_cast<std::size_t>(t_count * ld1));
   const std::size_t xs_off = layout.add(static_cast<std::size_t>(kb1 * t_count) * 4);
-  const std::size_t gate_off = layout.add(static_cast<std::size_t>(pairs * inter) * 4);
-  const std::size_t up_off = layout.add(static_cast<std::size_t>(pairs * inter) * 4);
+  const std::size_t gate_off = layout.add(static_cast<std::size_t>(splits1 * pairs * inter) * 4);
+  const std::size_t up_off = layout.add(static_cast<std::size_t>(splits1 * pairs * inter) * 4);
   const std::size_t h_off = layout.add(static_cast<std::size_t>(pairs * ld2));
   const std::size_t hs_off = layout.add(static_cast<std::size_t>(kb2 * pairs) * 4);
-  const std::size_t y_off = layout.add(static_cast<std::size_t>(pairs * dim) * 4);
+  const std::size_t y_off = layout.add(static_cast<std::size_t>(splits2 * pairs * dim) * 4);
   MoePlacement place;
   place.reserve(layout, pairs, max_items);
   const DevWeight* t1 = expert_table(experts, 0, key);
@@ -387,7 +400,7 @@ void CudaBackend::moe_experts_skinny(const DevRows& x, const std::int32_t* ids, 
   auto* y = reinterpret_cast<float*>(base + y_off);
   place.bind(base);
 
-  place.sort(ids, wts, pairs, k, n_exp, group, err_, stream_);
+  place.sort(ids, wts, pairs, k, n_exp, group, err_, options_.moe_sort_small, stream_);
   // The wgmma kernel's (or the fp8 prefill GEMM's) operands K-permuted inside each 32-K block: its act
   // codes are written so (they reach no other kernel: both GEMMs of this call take the same path).
   const bool k_permuted = (wgmma && options_.moe_fp4_wgmma_permuted) ||
@@ -397,6 +410,13 @@ void CudaBackend::moe_experts_skinny(const DevRows& x, const std::int32_t* ids, 
 
   const DevWeightFormat format = dev_format(e0.w1.format);
   const int grid_y = static_cast<int>(max_items);
+  MoeFp4WgmmaConfig wg_config;
+  wg_config.stages = options_.moe_fp4_wgmma_stages;
+  wg_config.k_permuted = k_permuted;
+  // (The sort precedes the act quant and the w1/w3 GEMM, so both GEMMs' items are complete before
+  // their predecessors start: the early prologue's condition.)
+  wg_config.early = options_.moe_fp4_wgmma_early;
+  wg_config.sm_count = sm_count_;
   SkinnyGemmArgs g;
   g.x = base + xq_off;
   g.ldx = ld1;
@@ -415,12 +435,14 @@ void CudaBackend::moe_experts_skinny(const DevRows& x, const std::int32_t* ids, 
   g.out[0] = gate;
   g.out[1] = up;
   g.ldo = inter;
+  g.k_splits = splits1;
+  g.split_stride = pairs * inter;
   // One grouped GEMM over the placed rows (weight sets 2 = w1 and w3, 1 = w2) on the chosen kernel.
   const auto grouped_gemm = [&](const SkinnyGemmArgs& args, int sets, bool wide_loads) {
     if (prefill_fp8) {
       launch_moe_prefill_fp8(args, grid_y, sets, k_permuted, stream_);
     } else if (wgmma) {
-      launch_moe_fp4_wgmma(group, args, grid_y, sets, options_.moe_fp4_wgmma_stages, k_permuted, sm_count_, stream_);
+      launch_moe_fp4_wgmma(group, args, grid_y, sets, wg_config, stream_);
     } else if (wide_loads) {
       launch_skinny_fp4_wide(group, args, grid_y, sets, stream_);
     } else {
@@ -431,11 +453,17 @@ void CudaBackend::moe_experts_skinny(const DevRows& x, const std::int32_t* ids, 
   DI_CUDA_CHECK_LAUNCH("moe_experts (w1/w3)");
 
   MoeSwigluArgs sw = swiglu_args(gate, up, place.rw, inter, options);
+  sw.splits = splits1;
+  sw.split_stride = g.split_stride;
   sw.codes = base + h_off;
   sw.codes_k_permuted = k_permuted ? 1 : 0;
   sw.code_scales = hs;
   sw.scales_ld = pairs;
   sw.ld = ld2;
+  // The w2 GEMM's CTAs (early prologue) launch as soon as every SwiGLU CTA has: the w1/w3 GEMM's CTAs
+  // all started by then, so they take the SMs its last CTAs free and stream their first weight stages
+  // during its tail instead of after the SwiGLU.
+  sw.early_dependents = wgmma && wg_config.early && options_.moe_fp4_wgmma_early_w2 ? 1 : 0;
   launch_moe_swiglu(sw, pairs, stream_);
   DI_CUDA_CHECK_LAUNCH("moe_experts (swiglu)");
 
@@ -453,10 +481,12 @@ void CudaBackend::moe_experts_skinny(const DevRows& x, const std::int32_t* ids, 
   g2.out[0] = y;
   g2.out[1] = nullptr;
   g2.ldo = dim;
+  g2.k_splits = splits2;
+  g2.split_stride = pairs * dim;
   grouped_gemm(g2, 1, wide2);
   DI_CUDA_CHECK_LAUNCH("moe_experts (w2)");
 
-  combine_experts(y, place.pos, ids, k, dim, sw.mid_bf16, out, t_count, stream_);
+  combine_experts(y, place.pos, ids, k, dim, sw.mid_bf16, splits2, g2.split_stride, out, t_count, stream_);
   DI_CUDA_CHECK_LAUNCH("moe_experts (combine)");
 }
 
@@ -516,7 +546,7 @@ void CudaBackend::moe_experts_f32(const DevRows& x, const Tensor& expert_ids, co
   DI_CUDA_CHECK_LAUNCH("moe_experts f32 (swiglu)");
   per_expert(h, 2, y);
   combine_experts(y.data<float>(), d_pos.data<std::int32_t>(), i32_of(expert_ids, pairs, "moe_experts expert_ids"),
-                  static_cast<int>(k), dim, sw.mid_bf16, out, t_count, stream_);
+                  static_cast<int>(k), dim, sw.mid_bf16, 1, 0, out, t_count, stream_);
   DI_CUDA_CHECK_LAUNCH("moe_experts f32 (combine)");
   synchronize();  // the temporaries above are freed on return
 }

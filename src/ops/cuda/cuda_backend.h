@@ -103,6 +103,21 @@ struct CudaBackendOptions {
   // fragment is one ldmatrix word per row and step, 187 instead of 241 instructions a 128-K stage.
   // Off: the unpermuted form (the A/B of docs/PERFORMANCE_CUDA_OPS.md).
   bool moe_fp4_wgmma_permuted = true;
+  // That kernel's register-A form issues its prologue (item, expert table, first weight stages and
+  // scales) before its griddepcontrol.wait, the activations after it: the w1/w3 GEMM's weights stream
+  // while the act quant runs, the w2 GEMM's while the SwiGLU runs. moe_fp4_wgmma_early_w2: the SwiGLU
+  // also lets the w2 GEMM's CTAs launch before its own wait, so they take the SMs the w1/w3 GEMM's last
+  // CTAs free. Same bits either way. (Measurements: PERFORMANCE_CUDA_OPS.md, session 9 "experts".)
+  bool moe_fp4_wgmma_early = true;
+  bool moe_fp4_wgmma_early_w2 = true;
+  // 2 (or 4): each of that kernel's GEMMs whose K / 128 divides by it runs its K in 2 (4) equal ranges,
+  // one CTA each (V4-Flash at one token: 6 CTAs an SM instead of 3), the ranges' f32 partial sums added
+  // in order by the SwiGLU / the combine; 1: one CTA walks the whole K (the session-8 bits). The K order
+  // depends on the weight shape alone either way, so a token's bits do not depend on its batch.
+  int moe_fp4_wgmma_ksplit = 2;
+  // moe_experts' device sort of <= 256 (token, expert) pairs in one 256-thread block instead of 1024
+  // threads (a decode step's few pairs: a quarter of the barrier width and shared counters). Same outputs.
+  bool moe_sort_small = true;
   // Prefill: fp4 experts with at least this many rows per expert on average (0 = off) go through the
   // grouped GEMM that widens each weight tile to bf16 once per 128-row item (moe_prefill_kernels.cu,
   // mma.sync: bit-identical to the batch-invariant mma.sync pipeline, so that mode takes it too).

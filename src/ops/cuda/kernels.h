@@ -156,6 +156,11 @@ struct SkinnyGemmArgs {
   void* out[2] = {nullptr, nullptr};
   std::int64_t ldo = 0;
   int out_bf16 = 0;
+  // launch_moe_fp4_wgmma only: K in k_splits equal ranges, one CTA each ((K / 128) % k_splits == 0);
+  // range s writes its partial sums split_stride elements after range s - 1's (the consumer adds them
+  // in range order).
+  int k_splits = 1;
+  std::int64_t split_stride = 0;
 };
 // Rows one block multiplies with each weight fragment: 8 (decode) or 32.
 constexpr int kSkinnyRowsSmall = 8;
@@ -253,10 +258,19 @@ void launch_skinny_fp4_wide(int group_rows, const SkinnyGemmArgs& args, int grid
 // scaled in f32 and summed in ascending K, so a token's bits never depend on its item or batch.
 constexpr std::int64_t kMoeFp4WgmmaMaxK = 16384;
 bool moe_fp4_wgmma_fits(std::int64_t n, std::int64_t k, const DevWeight& w);
-// stages: the register-A form's ring depth (0: 10 for items of 8 where the grid has <= 4 CTAs per SM
-// of sm_count, else 5; or 5 / 10 forced). k_permuted: args.x holds K-permuted codes (launch_act_quant_codes).
-void launch_moe_fp4_wgmma(int group_rows, const SkinnyGemmArgs& args, int grid_y, int grid_z, int stages,
-                          bool k_permuted, int sm_count, cudaStream_t stream);
+struct MoeFp4WgmmaConfig {
+  // The register-A form's ring depth (0: 10 for items of 8 where the grid has <= 4 CTAs per SM of
+  // sm_count, else 5; or 5 / 10 forced).
+  int stages = 0;
+  bool k_permuted = false;  // args.x holds K-permuted codes (launch_act_quant_codes)
+  // The register-A form's prologue (item, tables, first weight stages and scales) before its
+  // griddepcontrol.wait: only where the items (args.items, item_count, x_rows) were written before the
+  // kernel's predecessor started, i.e. by a moe_sort at least two launches back on the stream.
+  bool early = false;
+  int sm_count = 0;
+};
+void launch_moe_fp4_wgmma(int group_rows, const SkinnyGemmArgs& args, int grid_y, int grid_z,
+                          const MoeFp4WgmmaConfig& config, cudaStream_t stream);
 // The prefill expert GEMM on fp8 wgmma (moe_prefill_fp8_wgmma.cu): the skinny pipeline's arguments (e4m3
 // act-quant codes, act_block 128) for items of <= kMoePrefillRows rows, 128 weight rows per CTA; grid_y =
 // max items, grid_z = weight sets. Launch only where ArchFeatures::wgmma and moe_prefill_fp8_fits(n, k,
@@ -469,11 +483,14 @@ struct MoeSortArgs {
   int4* items = nullptr;
   int* item_count = nullptr;
   int* err = nullptr;
+  int small_block = 0;  // <= 256 pairs: one 256-thread block instead of 1024 threads (the same outputs)
 };
 
 struct MoeSwigluArgs {
   const float* gate = nullptr;  // [P, inter]
   const float* up = nullptr;
+  int splits = 1;                 // gate / up: sums of this many K-split partials, split_stride elements apart
+  std::int64_t split_stride = 0;
   const float* rw = nullptr;
   std::int64_t inter = 0;
   float limit = 0.0f;
@@ -483,6 +500,9 @@ struct MoeSwigluArgs {
   float* out_f32 = nullptr;      // or f32 [P, ld] (exact mode: f32 activations end to end)
   std::uint8_t* codes = nullptr; // or e4m3 codes [P, ld] + scales[(j / act_block) * scales_ld + p] (skinny GEMM)
   int codes_k_permuted = 0;      // codes K-permuted in 32-column blocks (launch_act_quant_codes; inter % 32 == 0)
+  // Let the next kernel's CTAs launch before this kernel's wait (the w2 GEMM with the early prologue:
+  // it reads nothing this kernel writes before its own wait).
+  int early_dependents = 0;
   float* code_scales = nullptr;
   std::int64_t scales_ld = 0;
   std::int64_t ld = 0;
@@ -490,6 +510,8 @@ struct MoeSwigluArgs {
 
 struct MoeCombineArgs {
   const float* y = nullptr;  // [P, d]
+  int splits = 1;                 // y: the sum of this many K-split partials, split_stride elements apart
+  std::int64_t split_stride = 0;
   const std::int32_t* pos = nullptr;
   const std::int32_t* ids = nullptr;
   int k = 0;

@@ -72,39 +72,45 @@ __device__ __forceinline__ std::uint8_t* align1024(std::uint8_t* p) {
   return p + ((1024 - smem_u32(p) % 1024) % 1024);
 }
 
-// One CTA's work: 64 weight rows (n0 ..) of one expert for the item's rows row0 .. row0 + mrows - 1.
+// One CTA's work: 64 weight rows (n0 ..) of one expert for the item's rows row0 .. row0 + mrows - 1,
+// over K split blockIdx.x % args.k_splits (K tiles kt0 .. kt0 + ktiles - 1; the CTA's tile counter kt
+// runs from 0, its pointers start at kt0).
 struct CtaTile {
-  const std::uint8_t* w_bytes;  // fp4 row n0 of the expert's weight
-  const std::uint8_t* scale;    // its ue8m0 scale row n0, rows scale_ld bytes apart
+  const std::uint8_t* w_bytes;  // fp4 row n0 of the expert's weight, at K tile kt0
+  const std::uint8_t* scale;    // its ue8m0 scale row n0 at K tile kt0, rows scale_ld bytes apart
   std::int64_t scale_ld;
   std::int64_t row0, n0;
-  int mrows, ktiles, wstride;
+  int mrows, ktiles, wstride, kt0;
   int r_lo;  // this thread's accumulator rows r_lo, r_lo + 8 of the tile
 };
+
+// The K each CTA covers (args.k / args.k_splits): the shared-memory size and scale-table stride.
+inline std::int64_t cta_k(const SkinnyGemmArgs& args) { return args.k / args.k_splits; }
 
 // The CTA's tile; the item's activation rows (rows past it: -1) into rows_s, and the tile's ue8m0
 // weight scales into ws (cp.async, in the caller's first group: 16-byte copies where rows allow, else
 // 4-byte ones). The caller's __syncthreads publishes rows_s.
 template <int NT>
 __device__ __forceinline__ CtaTile begin_tile(const SkinnyGemmArgs& args, std::int32_t* rows_s, std::uint8_t* ws) {
-  const int4 item = args.items[blockIdx.y];
+  const int4 item = __ldcg(args.items + blockIdx.y);  // (L2: the early form reads it before its wait)
   const DevWeight w = args.tables[blockIdx.z][item.x];
   const int tid = threadIdx.x;
   CtaTile t;
-  t.ktiles = static_cast<int>(args.k / kBK);
+  t.ktiles = static_cast<int>(args.k / kBK) / args.k_splits;
+  t.kt0 = static_cast<int>(blockIdx.x) % args.k_splits * t.ktiles;
   t.row0 = item.y;
   t.mrows = item.z;
-  t.n0 = static_cast<std::int64_t>(blockIdx.x) * kRows;
-  t.w_bytes = static_cast<const std::uint8_t*>(w.data) + t.n0 * (args.k / 2);
-  t.wstride = ws_stride(args.k);
+  t.n0 = static_cast<std::int64_t>(blockIdx.x / args.k_splits) * kRows;
+  t.w_bytes = static_cast<const std::uint8_t*>(w.data) + t.n0 * (args.k / 2) + t.kt0 * kRawRow;
+  t.wstride = ws_stride(args.k / args.k_splits);
   t.r_lo = (tid / 32) * 16 + (tid % 32) / 4;
   for (int c = tid; c < NT; c += kThreads)
-    rows_s[c] = c < t.mrows ? static_cast<std::int32_t>(args.x_rows ? args.x_rows[t.row0 + c] : t.row0 + c) : -1;
+    rows_s[c] = c < t.mrows ? static_cast<std::int32_t>(args.x_rows ? __ldcg(args.x_rows + t.row0 + c) : t.row0 + c) : -1;
   const auto* scale = static_cast<const std::uint8_t*>(w.scale);
-  t.scale = scale + t.n0 * w.scale_ld;
+  t.scale = scale + t.n0 * w.scale_ld + t.kt0 * 4;
   t.scale_ld = w.scale_ld;
   const int scols = t.ktiles * 4;
-  const bool wide = scols % 16 == 0 && w.scale_ld % 16 == 0 && reinterpret_cast<std::uintptr_t>(scale) % 16 == 0;
+  const bool wide = scols % 16 == 0 && w.scale_ld % 16 == 0 && reinterpret_cast<std::uintptr_t>(t.scale) % 16 == 0;
   const int piece = wide ? 16 : 4, pieces = scols / piece;
   for (int idx = tid; idx < kRows * pieces; idx += kThreads) {
     const int r = idx / pieces, c = idx % pieces;
@@ -238,6 +244,8 @@ template <int NT, int R>
 __device__ __forceinline__ void store_tile(const SkinnyGemmArgs& args, const float (&acc)[R], const CtaTile& t) {
   const int lane = threadIdx.x % 32;
   void* out = args.out[blockIdx.z];
+  // split s's partial sums: s x split_stride elements on (recomputed here: no register kept over the loop)
+  const std::int64_t at0 = static_cast<std::int64_t>(blockIdx.x) % args.k_splits * args.split_stride;
 #pragma unroll
   for (int j = 0; j < NT / 8; ++j)
 #pragma unroll
@@ -247,9 +255,9 @@ __device__ __forceinline__ void store_tile(const SkinnyGemmArgs& args, const flo
       const std::int64_t n = t.n0 + t.r_lo + 8 * (e / 2);
       const std::int64_t row = t.row0 + col;
       if (args.out_bf16) {
-        static_cast<std::uint16_t*>(out)[row * args.ldo + n] = f32_to_bf16_bits(acc[4 * j + e]);
+        static_cast<std::uint16_t*>(out)[at0 + row * args.ldo + n] = f32_to_bf16_bits(acc[4 * j + e]);
       } else {
-        static_cast<float*>(out)[row * args.ldo + n] = acc[4 * j + e];
+        static_cast<float*>(out)[at0 + row * args.ldo + n] = acc[4 * j + e];
       }
     }
 }
@@ -296,7 +304,7 @@ __global__ void __launch_bounds__(kThreads) moe_fp4_wgmma_kernel(SkinnyGemmArgs 
   };
   auto load_x = [&](int st, int kt) {
     load_acts<NT>(args, rows_s, smem + L::kB + st * L::kBTile, reinterpret_cast<float*>(smem + L::kXs + st * NT * 4),
-                  kt);
+                  t.kt0 + kt);
   };
   auto load_tile = [&](int st, int kt) {
     load_weights(st, kt);
@@ -470,22 +478,30 @@ struct RegaCopies {
     w_dst = L::kBTile + (tid / 4) * kRegaRow + (tid % 4) * 16;
     x_on = tid < NT * 8;
     const std::int32_t xrow = x_on ? rows_s[tid / 8] : -1;
-    x = xrow >= 0 ? args.x + xrow * args.ldx + (tid % 8) * 16 : args.x;
+    x = xrow >= 0 ? args.x + xrow * args.ldx + static_cast<std::int64_t>(t.kt0) * kBK + (tid % 8) * 16 : args.x;
     x_size = xrow >= 0 ? 16 : 0;
     x_dst = wg::swizzled(tid / 8, tid % 8);
     const int i = tid - (kThreads - kScaleThreads);  // act scale i = block x NT + token
     xs_on = i >= 0;
     const std::int32_t srow = xs_on ? rows_s[i % NT] : -1;
-    xs = args.xs + (xs_on ? (i / NT) * args.xs_ld : 0) + (srow >= 0 ? srow : 0);
-    xs_size = srow >= 0 ? 4 : 0;
     xs_step = static_cast<std::uint32_t>(KB * args.xs_ld);
+    xs = args.xs + static_cast<std::int64_t>(t.kt0) * xs_step + (xs_on ? (i / NT) * args.xs_ld : 0) +
+         (srow >= 0 ? srow : 0);
+    xs_size = srow >= 0 ? 4 : 0;
     xs_dst = L::xs_at(xs_on ? i : 0);
   }
   // K tile kt into the slot at shared address `slot`.
   __device__ __forceinline__ void issue(std::uint32_t slot, int kt) const {
+    issue_weights(slot, kt);
+    issue_acts(slot, kt);
+  }
+  // Its two halves: the immutable weights (may be issued before griddepcontrol.wait), the activations.
+  __device__ __forceinline__ void issue_weights(std::uint32_t slot, int kt) const {
     const std::uint32_t wk = static_cast<std::uint32_t>(kt) * kRawRow;
     cp_async_weight16(slot + w_dst, w_lo + wk);
     cp_async_weight16(slot + w_dst + (kRows / 2) * kRegaRow, w_hi + wk);
+  }
+  __device__ __forceinline__ void issue_acts(std::uint32_t slot, int kt) const {
     if (x_on)
       asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(slot + x_dst),
                    "l"(x + static_cast<std::uint32_t>(kt) * kBK), "r"(x_size)
@@ -589,16 +605,29 @@ __device__ __forceinline__ void wgmma_e4m3_rs_fresh(float (&d)[8], const std::ui
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
 }
 
-template <int NT, int S, int MINB, int KB, bool PK>
+// EARLY (CudaBackendOptions::moe_fp4_wgmma_early): the CTA reads its item, the expert table and the
+// activation rows, and issues its prologue's weight stages and weight scales BEFORE griddepcontrol.wait,
+// the activations after it. Safe because everything read before the wait is either immutable (weights,
+// scales, the expert tables) or written by moe_sort, which completed before this launch: the GEMM's
+// predecessor (the act quant for w1/w3, the SwiGLU for w2) lets dependents launch only after its own
+// wait, and its predecessor chain runs back to the sort. Blocks past the item count leave without
+// waiting; block y = 0 waits when there are no items at all, so the kernel never completes before its
+// predecessor (docs/CUDA.md section 3 rule 4).
+template <int NT, int S, int MINB, int KB, bool PK, bool EARLY>
 __global__ void __launch_bounds__(kThreads, MINB) moe_fp4_wgmma_rega_kernel(SkinnyGemmArgs args) {
-  enter_dependent_kernel();
+  if constexpr (!EARLY) enter_dependent_kernel();
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
   static_assert(S >= 3, "two stages ahead of the one being multiplied");
   using L = RegaLayout<NT, S>;
   __shared__ std::int32_t rows_s[NT];
   __shared__ std::uint32_t table_s;
   extern __shared__ __align__(1024) std::uint8_t smem_in[];
-  if (static_cast<int>(blockIdx.y) >= *args.item_count) return;
+  if (static_cast<int>(blockIdx.y) >= __ldcg(args.item_count)) {
+    if constexpr (EARLY) {
+      if (blockIdx.y == 0) grid_dependency_wait();
+    }
+    return;
+  }
   std::uint8_t* smem = align1024(smem_in);
   const CtaTile t = begin_tile<NT>(args, rows_s, smem + L::kWs);
   // (k >> 40 is 0, but not to the compiler: see tbl below)
@@ -612,7 +641,19 @@ __global__ void __launch_bounds__(kThreads, MINB) moe_fp4_wgmma_rega_kernel(Skin
   // empty groups keep the loop's count of one per stage.
 #pragma unroll
   for (int s = 0; s < S - 2; ++s)
-    if (s < ktiles) copies.issue(smem_addr + s * L::kSlot, s);
+    if (s < ktiles) {
+      if constexpr (EARLY) {
+        copies.issue_weights(smem_addr + s * L::kSlot, s);
+      } else {
+        copies.issue(smem_addr + s * L::kSlot, s);
+      }
+    }
+  if constexpr (EARLY) {
+    enter_dependent_kernel();
+#pragma unroll
+    for (int s = 0; s < S - 2; ++s)
+      if (s < ktiles) copies.issue_acts(smem_addr + s * L::kSlot, s);
+  }
 #pragma unroll
   for (int s = 0; s < S - 2; ++s) cp_async_commit_group();
 
@@ -702,7 +743,8 @@ __global__ void __launch_bounds__(kThreads, MINB) moe_fp4_wgmma_rega_kernel(Skin
 // fit fewer CTAs per SM than the kernel's shared memory allows.
 template <typename Kernel>
 void launch_kernel(Kernel kernel, int smem, const SkinnyGemmArgs& args, int grid_y, int grid_z, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(args.n / kRows), static_cast<unsigned>(grid_y), static_cast<unsigned>(grid_z));
+  const dim3 grid(static_cast<unsigned>(args.n / kRows * args.k_splits), static_cast<unsigned>(grid_y),
+                  static_cast<unsigned>(grid_z));
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
   launch_chained(kernel, grid, kThreads, static_cast<std::size_t>(smem), stream, args);
@@ -718,42 +760,60 @@ void launch_kernel(Kernel kernel, int smem, const SkinnyGemmArgs& args, int grid
 constexpr int kDeepStages = 10;
 constexpr int kDeepCtasPerSm = 3;
 constexpr int kDeepMaxLaunchedPerSm = 4;
+constexpr int kSplitCtasPerSm = 6;
+
+// Whether a launch of these items takes the deep ring (10 stages, one wave of <= 3 CTAs an SM).
+bool deep_ring(int group_rows, std::int64_t n, int k_splits, int grid_y, int grid_z, const MoeFp4WgmmaConfig& c) {
+  if (group_rows > kSkinnyRowsSmall) return false;
+  const std::int64_t ctas = n / kRows * k_splits * grid_y * grid_z;
+  return c.stages == kDeepStages ||
+         (c.stages == 0 && ctas <= static_cast<std::int64_t>(kDeepMaxLaunchedPerSm) * c.sm_count);
+}
+
+template <int NT, int S, int MINB, bool PK, bool EARLY>
+void launch_rega_form(const SkinnyGemmArgs& args, int grid_y, int grid_z, cudaStream_t stream) {
+  if (args.act_block == 32) {
+    launch_kernel(moe_fp4_wgmma_rega_kernel<NT, S, MINB, 4, PK, EARLY>, RegaLayout<NT, S>::bytes(cta_k(args)), args,
+                  grid_y, grid_z, stream);
+  } else {
+    launch_kernel(moe_fp4_wgmma_rega_kernel<NT, S, MINB, 1, PK, EARLY>, RegaLayout<NT, S>::bytes(cta_k(args)), args,
+                  grid_y, grid_z, stream);
+  }
+}
 
 template <int NT, int S, int MINB, bool PK>
-void launch_rega(const SkinnyGemmArgs& args, int grid_y, int grid_z, cudaStream_t stream) {
-  if (args.act_block == 32) {
-    launch_kernel(moe_fp4_wgmma_rega_kernel<NT, S, MINB, 4, PK>, RegaLayout<NT, S>::bytes(args.k), args, grid_y,
-                  grid_z, stream);
+void launch_rega(const SkinnyGemmArgs& args, int grid_y, int grid_z, bool early, cudaStream_t stream) {
+  if (early) {
+    launch_rega_form<NT, S, MINB, PK, true>(args, grid_y, grid_z, stream);
   } else {
-    launch_kernel(moe_fp4_wgmma_rega_kernel<NT, S, MINB, 1, PK>, RegaLayout<NT, S>::bytes(args.k), args, grid_y,
-                  grid_z, stream);
+    launch_rega_form<NT, S, MINB, PK, false>(args, grid_y, grid_z, stream);
   }
 }
 
 template <int NT, bool PK>
-void launch_config(const SkinnyGemmArgs& args, int grid_y, int grid_z, int stages, int sm_count,
+void launch_config(const SkinnyGemmArgs& args, int grid_y, int grid_z, const MoeFp4WgmmaConfig& c,
                    cudaStream_t stream) {
   if constexpr (NT == 8) {
-    const std::int64_t ctas = args.n / kRows * grid_y * grid_z;
-    if (stages == kDeepStages || (stages == 0 && ctas <= static_cast<std::int64_t>(kDeepMaxLaunchedPerSm) * sm_count)) {
-      launch_rega<NT, kDeepStages, kDeepCtasPerSm, PK>(args, grid_y, grid_z, stream);
+    if (deep_ring(NT, args.n, args.k_splits, grid_y, grid_z, c)) {
+      launch_rega<NT, kDeepStages, kDeepCtasPerSm, PK>(args, grid_y, grid_z, c.early, stream);
+    } else if (args.k_splits > 1) {  // half the K per CTA: half the scale table, 6 CTAs an SM fit (36 KB)
+      launch_rega<NT, 5, kSplitCtasPerSm, PK>(args, grid_y, grid_z, c.early, stream);
     } else {
-      launch_rega<NT, 5, 5, PK>(args, grid_y, grid_z, stream);
+      launch_rega<NT, 5, 5, PK>(args, grid_y, grid_z, c.early, stream);
     }
   } else if constexpr (NT == 16) {
-    launch_rega<NT, 5, 4, PK>(args, grid_y, grid_z, stream);
+    launch_rega<NT, 5, 4, PK>(args, grid_y, grid_z, c.early, stream);
   } else {
-    launch_kernel(moe_fp4_wgmma_kernel<NT, PK>, Layout<NT>::bytes(args.k), args, grid_y, grid_z, stream);
+    launch_kernel(moe_fp4_wgmma_kernel<NT, PK>, Layout<NT>::bytes(cta_k(args)), args, grid_y, grid_z, stream);
   }
 }
 
 template <int NT>
-void launch_rows(const SkinnyGemmArgs& args, int grid_y, int grid_z, int stages, bool k_permuted, int sm_count,
-                 cudaStream_t stream) {
-  if (k_permuted) {
-    launch_config<NT, true>(args, grid_y, grid_z, stages, sm_count, stream);
+void launch_rows(const SkinnyGemmArgs& args, int grid_y, int grid_z, const MoeFp4WgmmaConfig& c, cudaStream_t stream) {
+  if (c.k_permuted) {
+    launch_config<NT, true>(args, grid_y, grid_z, c, stream);
   } else {
-    launch_config<NT, false>(args, grid_y, grid_z, stages, sm_count, stream);
+    launch_config<NT, false>(args, grid_y, grid_z, c, stream);
   }
 }
 
@@ -765,14 +825,14 @@ bool moe_fp4_wgmma_fits(std::int64_t n, std::int64_t k, const DevWeight& w) {
          reinterpret_cast<std::uintptr_t>(w.data) % 16 == 0;
 }
 
-void launch_moe_fp4_wgmma(int group_rows, const SkinnyGemmArgs& args, int grid_y, int grid_z, int stages,
-                          bool k_permuted, int sm_count, cudaStream_t stream) {
+void launch_moe_fp4_wgmma(int group_rows, const SkinnyGemmArgs& args, int grid_y, int grid_z,
+                          const MoeFp4WgmmaConfig& config, cudaStream_t stream) {
   if (group_rows <= 8) {
-    launch_rows<8>(args, grid_y, grid_z, stages, k_permuted, sm_count, stream);
+    launch_rows<8>(args, grid_y, grid_z, config, stream);
   } else if (group_rows <= 16) {
-    launch_rows<16>(args, grid_y, grid_z, stages, k_permuted, sm_count, stream);
+    launch_rows<16>(args, grid_y, grid_z, config, stream);
   } else {
-    launch_rows<32>(args, grid_y, grid_z, stages, k_permuted, sm_count, stream);
+    launch_rows<32>(args, grid_y, grid_z, config, stream);
   }
 }
 

@@ -10,6 +10,7 @@ namespace {
 
 constexpr int kRouteWarps = 4;
 constexpr int kSortThreads = 1024;
+constexpr int kSortThreadsSmall = 256;  // moe_sort for <= this many pairs (decode): 8 warps' barriers, not 32
 
 __device__ __forceinline__ float route_score(float logit, int func) {
   if (func == 0) {
@@ -20,7 +21,8 @@ __device__ __forceinline__ float route_score(float logit, int func) {
   return logit;
 }
 
-// One warp per token.
+// One warp per token. The selected ids are kept in shared memory (sel_s) and the weights computed from
+// it: reading them back from global memory after writing them cost a dependent L2 round trip per id.
 __global__ void __launch_bounds__(kRouteWarps * 32) moe_route_kernel(RouteArgs a) {
   enter_dependent_kernel();
   extern __shared__ float smem[];
@@ -29,7 +31,9 @@ __global__ void __launch_bounds__(kRouteWarps * 32) moe_route_kernel(RouteArgs a
   if (t >= a.tokens) return;
   float* scores = smem + warp * 2 * a.experts;
   float* biased = scores + a.experts;
-  unsigned char* taken = reinterpret_cast<unsigned char*>(smem + kRouteWarps * 2 * a.experts) + warp * a.experts;
+  std::int32_t* sel_s = reinterpret_cast<std::int32_t*>(smem + kRouteWarps * 2 * a.experts) + warp * a.k;
+  unsigned char* taken =
+      reinterpret_cast<unsigned char*>(smem + kRouteWarps * (2 * a.experts + a.k)) + warp * a.experts;
   const float* lg = a.logits + t * a.experts;
   if (a.score_func == 2) {
     float mx = -INFINITY;
@@ -62,6 +66,7 @@ __global__ void __launch_bounds__(kRouteWarps * 32) moe_route_kernel(RouteArgs a
         e = 0;
       }
       sel[j] = e;
+      sel_s[j] = e;
     }
   } else {
     for (int j = 0; j < a.k; ++j) {
@@ -82,23 +87,23 @@ __global__ void __launch_bounds__(kRouteWarps * 32) moe_route_kernel(RouteArgs a
       }
       if (lane == 0) {
         sel[j] = bi;
+        sel_s[j] = bi;
         taken[bi] = 1;
       }
       __syncwarp();
     }
   }
   __syncwarp();
-  if (lane == 0) {
-    float* w = a.weights + t * a.k;
-    float sum = 0.0f;
-    for (int j = 0; j < a.k; ++j) {
-      w[j] = scores[sel[j]];
-      sum += w[j];
-    }
-    for (int j = 0; j < a.k; ++j) {
-      if (a.normalize) w[j] /= sum + a.normalize_eps;
-      w[j] *= a.route_scale;
-    }
+  // w_j = score_j (/ (Σ score in slot order + eps)) x route_scale: the sum serial in slot order.
+  float sum = 0.0f;
+  if (lane == 0)
+    for (int j = 0; j < a.k; ++j) sum += scores[sel_s[j]];
+  sum = __shfl_sync(0xffffffffu, sum, 0);
+  float* w = a.weights + t * a.k;
+  for (int j = lane; j < a.k; j += 32) {
+    float v = scores[sel_s[j]];
+    if (a.normalize) v /= sum + a.normalize_eps;
+    w[j] = v * a.route_scale;
   }
 }
 
@@ -141,18 +146,20 @@ __device__ __forceinline__ void block_exclusive_scan2(int& va, int& vb, int* scr
 
 // Single block: counts per expert, expert start offsets and work items of <= bm rows (each thread
 // owns a contiguous range of experts; one block-wide scan), then a stable placement (pairs of one
-// expert keep ascending pair order) so the layout never depends on timing.
-__global__ void __launch_bounds__(kSortThreads) moe_sort_kernel(MoeSortArgs a) {
+// expert keep ascending pair order) so the layout never depends on timing — nor on kThreads.
+template <int kThreads>
+__global__ void __launch_bounds__(kThreads) moe_sort_kernel(MoeSortArgs a) {
   enter_dependent_kernel();
+  constexpr int kWarps = kThreads / 32;
   extern __shared__ int sm[];
   __shared__ int scan[128];
   int* base = sm;                       // [E] count, then running placement offset
-  int* wcount = sm + a.experts;         // [32][E]
+  int* wcount = sm + a.experts;         // [kWarps][E]
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  for (int e = tid; e < a.experts; e += kSortThreads) base[e] = 0;
-  for (int j = tid; j < 32 * a.experts; j += kSortThreads) wcount[j] = 0;
+  for (int e = tid; e < a.experts; e += kThreads) base[e] = 0;
+  for (int j = tid; j < kWarps * a.experts; j += kThreads) wcount[j] = 0;
   __syncthreads();
-  for (std::int64_t i = tid; i < a.pairs; i += kSortThreads) {
+  for (std::int64_t i = tid; i < a.pairs; i += kThreads) {
     const std::int32_t e = a.ids[i];
     if (e < 0 || e >= a.experts) {
       report_fault(a.err, DeviceFault::kExpertId, e, a.experts);
@@ -162,7 +169,7 @@ __global__ void __launch_bounds__(kSortThreads) moe_sort_kernel(MoeSortArgs a) {
     }
   }
   __syncthreads();
-  const int per_thread = (a.experts + kSortThreads - 1) / kSortThreads;
+  const int per_thread = (a.experts + kThreads - 1) / kThreads;
   const int e0 = min(tid * per_thread, a.experts), e1 = min(e0 + per_thread, a.experts);
   int rows = 0, items = 0;
   for (int e = e0; e < e1; ++e) {
@@ -179,7 +186,7 @@ __global__ void __launch_bounds__(kSortThreads) moe_sort_kernel(MoeSortArgs a) {
   }
   if (tid == 0) *a.item_count = total_items;
   __syncthreads();
-  for (std::int64_t chunk = 0; chunk < a.pairs; chunk += kSortThreads) {
+  for (std::int64_t chunk = 0; chunk < a.pairs; chunk += kThreads) {
     const std::int64_t i = chunk + tid;
     std::int32_t e = i < a.pairs ? a.ids[i] : -1;
     if (e >= a.experts) e = -1;
@@ -196,28 +203,37 @@ __global__ void __launch_bounds__(kSortThreads) moe_sort_kernel(MoeSortArgs a) {
       a.rw[p] = a.weights[i];
     }
     __syncthreads();
-    for (int x = tid; x < a.experts; x += kSortThreads) {
+    for (int x = tid; x < a.experts; x += kThreads) {
       int total = 0;
-      for (int w = 0; w < 32; ++w) total += wcount[w * a.experts + x];
+      for (int w = 0; w < kWarps; ++w) total += wcount[w * a.experts + x];
       base[x] += total;
     }
     __syncthreads();
-    for (int j = tid; j < 32 * a.experts; j += kSortThreads) wcount[j] = 0;
+    for (int j = tid; j < kWarps * a.experts; j += kThreads) wcount[j] = 0;
     __syncthreads();
   }
+}
+
+// v[i], or ((v[i] + v[stride + i]) + v[2 stride + i]) ...: an expert GEMM's output, or the sum of its
+// K-split partials in split order (launch_moe_fp4_wgmma with k_splits > 1).
+__device__ __forceinline__ float split_sum(const float* v, std::int64_t i, int splits, std::int64_t stride) {
+  float s = v[i];
+  for (int k = 1; k < splits; ++k) s += v[k * stride + i];
+  return s;
 }
 
 // One block per placed row: h = round(w · silu(min(g, L)) · clamp(u, ±L)) in the intermediate
 // dtype, FP8 fake quant per act block, bf16 into the w2 GEMM's A operand (zero padded to ld).
 __global__ void moe_swiglu_kernel(MoeSwigluArgs a) {
+  if (a.early_dependents != 0) allow_dependents_early();
   enter_dependent_kernel();
   extern __shared__ float h[];
   const std::int64_t p = blockIdx.x;
   const float rw = a.rw[p];
 #pragma unroll 4
   for (std::int64_t j = threadIdx.x; j < a.inter; j += blockDim.x) {
-    float g = round_like(a.mid_bf16, a.gate[p * a.inter + j]);
-    float u = round_like(a.mid_bf16, a.up[p * a.inter + j]);
+    float g = round_like(a.mid_bf16, split_sum(a.gate, p * a.inter + j, a.splits, a.split_stride));
+    float u = round_like(a.mid_bf16, split_sum(a.up, p * a.inter + j, a.splits, a.split_stride));
     if (a.limit > 0.0f) {
       u = fminf(fmaxf(u, -a.limit), a.limit);
       g = fminf(g, a.limit);
@@ -262,13 +278,14 @@ __global__ void moe_swiglu_kernel(MoeSwigluArgs a) {
 // inter), one 128-thread block per (placed row, act block): every value is one thread's, so a decode
 // step's few rows spread over many SMs. Same formulas; the block max is order-independent.
 __global__ void __launch_bounds__(128) moe_swiglu_codes128_kernel(MoeSwigluArgs a) {
+  if (a.early_dependents != 0) allow_dependents_early();  // (the w2 GEMM reads nothing this kernel writes before its wait)
   enter_dependent_kernel();
   __shared__ float wmax[4];
   const std::int64_t p = blockIdx.x;
   const std::int64_t j = static_cast<std::int64_t>(blockIdx.y) * 128 + threadIdx.x;
   const float rw = a.rw[p];
-  float g = round_like(a.mid_bf16, a.gate[p * a.inter + j]);
-  float u = round_like(a.mid_bf16, a.up[p * a.inter + j]);
+  float g = round_like(a.mid_bf16, split_sum(a.gate, p * a.inter + j, a.splits, a.split_stride));
+  float u = round_like(a.mid_bf16, split_sum(a.up, p * a.inter + j, a.splits, a.split_stride));
   if (a.limit > 0.0f) {
     u = fminf(fmaxf(u, -a.limit), a.limit);
     g = fminf(g, a.limit);
@@ -306,14 +323,18 @@ __global__ void __launch_bounds__(kCombineThreads) moe_combine_kernel(MoeCombine
   const std::int64_t c0 = (static_cast<std::int64_t>(blockIdx.y) * kCombineThreads + tid) * 4;
   if (c0 >= a.d) return;
   float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  const bool vec = (a.d % 4 == 0) &&
+  const bool vec = (a.d % 4 == 0) && a.split_stride % 4 == 0 &&
                    ((reinterpret_cast<std::uintptr_t>(a.y) | reinterpret_cast<std::uintptr_t>(a.out)) % 16 == 0);
   for (int j = 0; j < a.k; ++j) {
     const std::int32_t p = prow[j];
     if (p < 0) continue;
     const float* yr = a.y + static_cast<std::int64_t>(p) * a.d + c0;
     if (vec) {
-      const float4 v = *reinterpret_cast<const float4*>(yr);
+      float4 v = *reinterpret_cast<const float4*>(yr);
+      for (int k = 1; k < a.splits; ++k) {  // the K-split partials, added in split order
+        const float4 v2 = *reinterpret_cast<const float4*>(yr + k * a.split_stride);
+        v = make_float4(v.x + v2.x, v.y + v2.y, v.z + v2.z, v.w + v2.w);
+      }
       s[0] += round_like(a.mid_bf16, v.x);
       s[1] += round_like(a.mid_bf16, v.y);
       s[2] += round_like(a.mid_bf16, v.z);
@@ -321,7 +342,7 @@ __global__ void __launch_bounds__(kCombineThreads) moe_combine_kernel(MoeCombine
     } else {
 #pragma unroll
       for (int e = 0; e < 4; ++e)
-        if (c0 + e < a.d) s[e] += round_like(a.mid_bf16, yr[e]);
+        if (c0 + e < a.d) s[e] += round_like(a.mid_bf16, split_sum(yr, e, a.splits, a.split_stride));
     }
   }
   float* o = a.out + t * a.d + c0;
@@ -338,16 +359,25 @@ __global__ void __launch_bounds__(kCombineThreads) moe_combine_kernel(MoeCombine
 
 void launch_moe_route(const RouteArgs& args, cudaStream_t stream) {
   if (args.tokens == 0) return;
-  const std::size_t smem = static_cast<std::size_t>(kRouteWarps) * args.experts * (2 * sizeof(float) + 1);
+  const std::size_t smem = static_cast<std::size_t>(kRouteWarps) * (args.experts * (2 * sizeof(float) + 1) + args.k * 4);
   cudaFuncSetAttribute(moe_route_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   const auto blocks = static_cast<unsigned>((args.tokens + kRouteWarps - 1) / kRouteWarps);
   launch_chained(moe_route_kernel, blocks, kRouteWarps * 32, smem, stream, args);
 }
 
+template <int kThreads>
+void launch_sort_block(const MoeSortArgs& args, cudaStream_t stream) {
+  const std::size_t smem = static_cast<std::size_t>(1 + kThreads / 32) * args.experts * sizeof(int);
+  cudaFuncSetAttribute(moe_sort_kernel<kThreads>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  launch_chained(moe_sort_kernel<kThreads>, 1, kThreads, smem, stream, args);
+}
+
 void launch_moe_sort(const MoeSortArgs& args, cudaStream_t stream) {
-  const std::size_t smem = static_cast<std::size_t>(33) * args.experts * sizeof(int);
-  cudaFuncSetAttribute(moe_sort_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-  launch_chained(moe_sort_kernel, 1, kSortThreads, smem, stream, args);
+  if (args.small_block != 0 && args.pairs <= kSortThreadsSmall) {
+    launch_sort_block<kSortThreadsSmall>(args, stream);
+  } else {
+    launch_sort_block<kSortThreads>(args, stream);
+  }
 }
 
 void launch_moe_swiglu(const MoeSwigluArgs& args, std::int64_t rows, cudaStream_t stream) {
