@@ -368,14 +368,26 @@ void CudaBackend::moe_experts_skinny(const DevRows& x, const std::int32_t* ids, 
   }
   if (prefill_fp8) group = kMoePrefillRows;
   const std::int64_t max_items = pairs / group + std::min(n_exp, pairs) + 1;
-  // The wgmma GEMMs' K in moe_fp4_wgmma_ksplit (2 or 4) equal ranges where K / 128 divides: each
-  // range's partial sums land split_stride apart and the SwiGLU / combine add them in range order. A
-  // function of the weight shape only, so a token's bits stay the same alone and in any batch.
-  auto k_splits = [&](std::int64_t kk) {
-    const int s = options_.moe_fp4_wgmma_ksplit;
-    return wgmma && (s == 2 || s == 4) && (kk / 128) % s == 0 ? s : 1;
+  // The wgmma GEMMs' K order: two ranges (moe_fp4_wgmma_ksplit = 2) where K / 128 is even, a function
+  // of the weight shape only, so a token's bits stay the same alone and in any batch. A small grid
+  // (one token) splits the ranges over CTAs, whose partial sums land split_stride apart and are added
+  // in range order by the SwiGLU / combine; larger grids walk both in one CTA (the same sums).
+  MoeFp4WgmmaConfig wg_config;
+  wg_config.stages = options_.moe_fp4_wgmma_stages;
+  wg_config.k_permuted =
+      (wgmma && options_.moe_fp4_wgmma_permuted) || (prefill_fp8 && options_.moe_prefill_fp8_permuted);
+  // (The sort precedes the act quant and the w1/w3 GEMM, so both GEMMs' items are complete before
+  // their predecessors start: the early prologue's condition.)
+  wg_config.early = options_.moe_fp4_wgmma_early;
+  wg_config.split_ctas = options_.moe_fp4_wgmma_split_ctas;
+  wg_config.sm_count = sm_count_;
+  auto k_ranges = [&](std::int64_t kk) {
+    return wgmma && options_.moe_fp4_wgmma_ksplit == 2 && (kk / 128) % 2 == 0 ? 2 : 1;
   };
-  const int splits1 = k_splits(dim), splits2 = k_splits(inter);
+  const int ranges1 = k_ranges(dim), ranges2 = k_ranges(inter);
+  const int grid_y = static_cast<int>(max_items);
+  const int splits1 = wgmma ? moe_fp4_wgmma_cta_splits(group, inter, ranges1, grid_y, 2, wg_config) : 1;
+  const int splits2 = wgmma ? moe_fp4_wgmma_cta_splits(group, dim, ranges2, grid_y, 1, wg_config) : 1;
   const std::int64_t ld1 = ceil_div(dim, 16) * 16, ld2 = ceil_div(inter, 16) * 16;
   const std::int64_t kb1 = ceil_div(dim, act), kb2 = ceil_div(inter, act);
 
@@ -403,20 +415,11 @@ void CudaBackend::moe_experts_skinny(const DevRows& x, const std::int32_t* ids, 
   place.sort(ids, wts, pairs, k, n_exp, group, err_, options_.moe_sort_small, stream_);
   // The wgmma kernel's (or the fp8 prefill GEMM's) operands K-permuted inside each 32-K block: its act
   // codes are written so (they reach no other kernel: both GEMMs of this call take the same path).
-  const bool k_permuted = (wgmma && options_.moe_fp4_wgmma_permuted) ||
-                          (prefill_fp8 && options_.moe_prefill_fp8_permuted);
+  const bool k_permuted = wg_config.k_permuted;
   launch_act_quant_codes(x, act, base + xq_off, ld1, xs, t_count, stream_, k_permuted);
   DI_CUDA_CHECK_LAUNCH("moe_experts (sort, act quant)");
 
   const DevWeightFormat format = dev_format(e0.w1.format);
-  const int grid_y = static_cast<int>(max_items);
-  MoeFp4WgmmaConfig wg_config;
-  wg_config.stages = options_.moe_fp4_wgmma_stages;
-  wg_config.k_permuted = k_permuted;
-  // (The sort precedes the act quant and the w1/w3 GEMM, so both GEMMs' items are complete before
-  // their predecessors start: the early prologue's condition.)
-  wg_config.early = options_.moe_fp4_wgmma_early;
-  wg_config.sm_count = sm_count_;
   SkinnyGemmArgs g;
   g.x = base + xq_off;
   g.ldx = ld1;
@@ -435,6 +438,7 @@ void CudaBackend::moe_experts_skinny(const DevRows& x, const std::int32_t* ids, 
   g.out[0] = gate;
   g.out[1] = up;
   g.ldo = inter;
+  g.k_ranges = ranges1;
   g.k_splits = splits1;
   g.split_stride = pairs * inter;
   // One grouped GEMM over the placed rows (weight sets 2 = w1 and w3, 1 = w2) on the chosen kernel.
@@ -481,6 +485,7 @@ void CudaBackend::moe_experts_skinny(const DevRows& x, const std::int32_t* ids, 
   g2.out[0] = y;
   g2.out[1] = nullptr;
   g2.ldo = dim;
+  g2.k_ranges = ranges2;
   g2.k_splits = splits2;
   g2.split_stride = pairs * dim;
   grouped_gemm(g2, 1, wide2);

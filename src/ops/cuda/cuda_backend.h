@@ -110,11 +110,14 @@ struct CudaBackendOptions {
   // CTAs free. Same bits either way. (Measurements: PERFORMANCE_CUDA_OPS.md, session 9 "experts".)
   bool moe_fp4_wgmma_early = true;
   bool moe_fp4_wgmma_early_w2 = true;
-  // 2 (or 4): each of that kernel's GEMMs whose K / 128 divides by it runs its K in 2 (4) equal ranges,
-  // one CTA each (V4-Flash at one token: 6 CTAs an SM instead of 3), the ranges' f32 partial sums added
-  // in order by the SwiGLU / the combine; 1: one CTA walks the whole K (the session-8 bits). The K order
-  // depends on the weight shape alone either way, so a token's bits do not depend on its batch.
+  // 2: that kernel's K order in two halves where K / 128 is even (each summed from 0, then added) —
+  // a function of the weight shape alone, so a token keeps its bits in any batch; 1: one sum over K (the
+  // session-8 bits). moe_fp4_wgmma_split_ctas: a launch whose unsplit grid would be one partial wave of
+  // items of 8 (V4-Flash at one token) runs each half in its own CTA (6 CTAs an SM instead of 3), the
+  // SwiGLU / combine adding the halves' f32 partials; larger grids walk both halves in one CTA (the same
+  // sums; two CTAs per tile measured 4-18% slower from 8 tokens up).
   int moe_fp4_wgmma_ksplit = 2;
+  bool moe_fp4_wgmma_split_ctas = true;
   // moe_experts' device sort of <= 256 (token, expert) pairs in one 256-thread block instead of 1024
   // threads (a decode step's few pairs: a quarter of the barrier width and shared counters). Same outputs.
   bool moe_sort_small = true;

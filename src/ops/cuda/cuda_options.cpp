@@ -45,6 +45,7 @@ constexpr std::array kFields = {
     NamedField{"moe_fp4_wgmma_early_w2", &CudaBackendOptions::moe_fp4_wgmma_early_w2},
     NamedField{"moe_sort_small", &CudaBackendOptions::moe_sort_small},
     NamedField{"moe_fp4_wgmma_ksplit", &CudaBackendOptions::moe_fp4_wgmma_ksplit},
+    NamedField{"moe_fp4_wgmma_split_ctas", &CudaBackendOptions::moe_fp4_wgmma_split_ctas},
     NamedField{"moe_prefill_min_rows", &CudaBackendOptions::moe_prefill_min_rows},
     NamedField{"moe_prefill_wgmma", &CudaBackendOptions::moe_prefill_wgmma},
     NamedField{"moe_prefill_fp8", &CudaBackendOptions::moe_prefill_fp8},

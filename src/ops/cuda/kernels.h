@@ -156,9 +156,12 @@ struct SkinnyGemmArgs {
   void* out[2] = {nullptr, nullptr};
   std::int64_t ldo = 0;
   int out_bf16 = 0;
-  // launch_moe_fp4_wgmma only: K in k_splits equal ranges, one CTA each ((K / 128) % k_splits == 0);
-  // range s writes its partial sums split_stride elements after range s - 1's (the consumer adds them
-  // in range order).
+  // launch_moe_fp4_wgmma only: its K order, k_ranges equal K ranges (1 or 2; (K / 128) % k_ranges ==
+  // 0) each summed from 0 in ascending K, the range sums added in order; and the CTAs per tile,
+  // k_splits (1: one CTA walks the ranges and adds them; k_ranges: one CTA per range, range s writing
+  // its sums split_stride elements after range s - 1's, added in order by the consumer). The same
+  // bits either way.
+  int k_ranges = 1;
   int k_splits = 1;
   std::int64_t split_stride = 0;
 };
@@ -267,8 +270,13 @@ struct MoeFp4WgmmaConfig {
   // griddepcontrol.wait: only where the items (args.items, item_count, x_rows) were written before the
   // kernel's predecessor started, i.e. by a moe_sort at least two launches back on the stream.
   bool early = false;
+  bool split_ctas = true;  // moe_fp4_wgmma_cta_splits may split K ranges over CTAs
   int sm_count = 0;
 };
+// The CTAs per tile for a launch of these items whose K order has k_ranges ranges: k_ranges where the
+// unsplit grid would be one partial wave of items of 8 (config.split_ctas, stages 0), else 1.
+int moe_fp4_wgmma_cta_splits(int group_rows, std::int64_t n, int k_ranges, int grid_y, int grid_z,
+                             const MoeFp4WgmmaConfig& config);
 void launch_moe_fp4_wgmma(int group_rows, const SkinnyGemmArgs& args, int grid_y, int grid_z,
                           const MoeFp4WgmmaConfig& config, cudaStream_t stream);
 // The prefill expert GEMM on fp8 wgmma (moe_prefill_fp8_wgmma.cu): the skinny pipeline's arguments (e4m3

@@ -104,8 +104,10 @@ __device__ __forceinline__ CtaTile begin_tile(const SkinnyGemmArgs& args, std::i
   t.w_bytes = static_cast<const std::uint8_t*>(w.data) + t.n0 * (args.k / 2) + t.kt0 * kRawRow;
   t.wstride = ws_stride(args.k / args.k_splits);
   t.r_lo = (tid / 32) * 16 + (tid % 32) / 4;
-  for (int c = tid; c < NT; c += kThreads)
-    rows_s[c] = c < t.mrows ? static_cast<std::int32_t>(args.x_rows ? __ldcg(args.x_rows + t.row0 + c) : t.row0 + c) : -1;
+  for (int c = tid; c < NT; c += kThreads) {
+    const std::int64_t row = t.row0 + c;
+    rows_s[c] = c < t.mrows ? static_cast<std::int32_t>(args.x_rows ? __ldcg(args.x_rows + row) : row) : -1;
+  }
   const auto* scale = static_cast<const std::uint8_t*>(w.scale);
   t.scale = scale + t.n0 * w.scale_ld + t.kt0 * 4;
   t.scale_ld = w.scale_ld;
@@ -269,6 +271,23 @@ __device__ __forceinline__ void finish_cta(const SkinnyGemmArgs& args, const flo
   store_tile<NT>(args, acc, t);
 }
 
+// K order in two ranges walked by one CTA (the kernels' WALK: args.k_ranges = 2, k_splits = 1): at the
+// second range's first stage the first range's sum moves to `lo` and acc restarts from 0; at the end
+// acc = lo + acc, the sum split_sum forms from two CTAs' partials (k_splits = 2): the same bits.
+template <int R>
+__device__ __forceinline__ void start_second_range(float (&lo)[R], float (&acc)[R]) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) {
+    lo[i] = acc[i];
+    acc[i] = 0.0f;
+  }
+}
+template <int R>
+__device__ __forceinline__ void join_ranges(const float (&lo)[R], float (&acc)[R]) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) acc[i] = lo[i] + acc[i];
+}
+
 // wgmma m64nNk32 e4m3 x e4m3 -> f32 (wgmma_sm90.cuh's wgmma_e4m3 with acc_in = 0: scale-d false, D =
 // A·B, a fresh partial per 32-K weight-scale block). Accumulator fragment (the PTX ISA's m64nN f32 D
 // layout, as moe_prefill_wgmma.cu's verified bf16 one): warp w of the warpgroup holds rows 16w +
@@ -277,7 +296,7 @@ __device__ __forceinline__ void finish_cta(const SkinnyGemmArgs& args, const flo
 // Grid: (n / 64, max items, weight sets). Per output element the K order is fixed by K alone: 32-K
 // partials from the tensor core, each scaled by (ue8m0 weight scale x act block scale) in f32 and added
 // in ascending K. This shared-memory form takes items of 32 rows (the register-A form below, <= 16).
-template <int NT, bool PK>
+template <int NT, bool PK, bool WALK>
 __global__ void __launch_bounds__(kThreads) moe_fp4_wgmma_kernel(SkinnyGemmArgs args) {
   enter_dependent_kernel();
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -340,6 +359,7 @@ __global__ void __launch_bounds__(kThreads) moe_fp4_wgmma_kernel(SkinnyGemmArgs 
   };
 
   float acc[R];
+  [[maybe_unused]] float lo[R];  // WALK: the first K range's sum
 #pragma unroll
   for (int i = 0; i < R; ++i) acc[i] = 0.0f;
   float part[4][R];  // one fresh 32-K partial per weight-scale block of a stage (wgmma scale-d = 0)
@@ -380,11 +400,15 @@ __global__ void __launch_bounds__(kThreads) moe_fp4_wgmma_kernel(SkinnyGemmArgs 
     }
     wg::wgmma_wait_all();
     for (auto& p : part) wg::fence_operands(p);
+    if constexpr (WALK) {
+      if (kt == ktiles / 2) start_second_range(lo, acc);
+    }
     scale_partials<NT, PK>(acc, part, smem + L::kWs, t.wstride, t.r_lo, kt,
                        reinterpret_cast<const float*>(smem + L::kXs + (kt % kStages) * NT * 4));
     wg::fence_proxy_async();  // this thread's cp.async and widened rows, for the next wgmma
     __syncthreads();
   }
+  if constexpr (WALK) join_ranges(lo, acc);
   finish_cta<NT>(args, acc, t);
 #else
   __trap();
@@ -613,7 +637,7 @@ __device__ __forceinline__ void wgmma_e4m3_rs_fresh(float (&d)[8], const std::ui
 // wait, and its predecessor chain runs back to the sort. Blocks past the item count leave without
 // waiting; block y = 0 waits when there are no items at all, so the kernel never completes before its
 // predecessor (docs/CUDA.md section 3 rule 4).
-template <int NT, int S, int MINB, int KB, bool PK, bool EARLY>
+template <int NT, int S, int MINB, int KB, bool PK, bool EARLY, bool WALK>
 __global__ void __launch_bounds__(kThreads, MINB) moe_fp4_wgmma_rega_kernel(SkinnyGemmArgs args) {
   if constexpr (!EARLY) enter_dependent_kernel();
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -673,6 +697,7 @@ __global__ void __launch_bounds__(kThreads, MINB) moe_fp4_wgmma_rega_kernel(Skin
   const std::uint32_t desc_lo = static_cast<std::uint32_t>(wg::smem_desc(smem_addr));
   bool special = false;
   float acc[R];
+  [[maybe_unused]] float lo[R];  // WALK: the first K range's sum
 #pragma unroll
   for (int i = 0; i < R; ++i) acc[i] = 0.0f;
   float part[4][R];               // the stage in flight's 32-K partials (wgmma scale-d 0: written fresh)
@@ -695,6 +720,9 @@ __global__ void __launch_bounds__(kThreads, MINB) moe_fp4_wgmma_rega_kernel(Skin
     const std::uint8_t* ws = smem + ws_at + 4 * kt;
     const std::uint32_t sw_lo = *reinterpret_cast<const std::uint32_t*>(ws);
     const std::uint32_t sw_hi = *reinterpret_cast<const std::uint32_t*>(ws + ws_hi);
+    if constexpr (WALK) {
+      if (kt == ktiles / 2) start_second_range(lo, acc);
+    }
     if (special) {
       rega_scale<NT, KB, PK ? 2 : 1>(acc, part, sw_lo, sw_hi, sx);
     } else {
@@ -733,6 +761,7 @@ __global__ void __launch_bounds__(kThreads, MINB) moe_fp4_wgmma_rega_kernel(Skin
   stage(0, std::true_type{});
   for (int kt = 1; kt < ktiles; ++kt) stage(kt, std::false_type{});
   scale(ktiles - 1);
+  if constexpr (WALK) join_ranges(lo, acc);
   finish_cta<NT>(args, acc, t);
 #else
   __trap();
@@ -762,49 +791,62 @@ constexpr int kDeepCtasPerSm = 3;
 constexpr int kDeepMaxLaunchedPerSm = 4;
 constexpr int kSplitCtasPerSm = 6;
 
-// Whether a launch of these items takes the deep ring (10 stages, one wave of <= 3 CTAs an SM).
-bool deep_ring(int group_rows, std::int64_t n, int k_splits, int grid_y, int grid_z, const MoeFp4WgmmaConfig& c) {
+// Whether a launch of these items takes the deep ring (10 stages, one wave of <= 3 CTAs an SM) when its
+// K is not split over CTAs.
+bool deep_ring(int group_rows, std::int64_t n, int grid_y, int grid_z, const MoeFp4WgmmaConfig& c) {
   if (group_rows > kSkinnyRowsSmall) return false;
-  const std::int64_t ctas = n / kRows * k_splits * grid_y * grid_z;
+  const std::int64_t ctas = n / kRows * grid_y * grid_z;
   return c.stages == kDeepStages ||
          (c.stages == 0 && ctas <= static_cast<std::int64_t>(kDeepMaxLaunchedPerSm) * c.sm_count);
 }
 
-template <int NT, int S, int MINB, bool PK, bool EARLY>
+template <int NT, int S, int MINB, bool PK, bool EARLY, bool WALK>
 void launch_rega_form(const SkinnyGemmArgs& args, int grid_y, int grid_z, cudaStream_t stream) {
   if (args.act_block == 32) {
-    launch_kernel(moe_fp4_wgmma_rega_kernel<NT, S, MINB, 4, PK, EARLY>, RegaLayout<NT, S>::bytes(cta_k(args)), args,
-                  grid_y, grid_z, stream);
+    launch_kernel(moe_fp4_wgmma_rega_kernel<NT, S, MINB, 4, PK, EARLY, WALK>, RegaLayout<NT, S>::bytes(cta_k(args)),
+                  args, grid_y, grid_z, stream);
   } else {
-    launch_kernel(moe_fp4_wgmma_rega_kernel<NT, S, MINB, 1, PK, EARLY>, RegaLayout<NT, S>::bytes(cta_k(args)), args,
-                  grid_y, grid_z, stream);
+    launch_kernel(moe_fp4_wgmma_rega_kernel<NT, S, MINB, 1, PK, EARLY, WALK>, RegaLayout<NT, S>::bytes(cta_k(args)),
+                  args, grid_y, grid_z, stream);
   }
 }
 
-template <int NT, int S, int MINB, bool PK>
+template <int NT, int S, int MINB, bool PK, bool WALK>
 void launch_rega(const SkinnyGemmArgs& args, int grid_y, int grid_z, bool early, cudaStream_t stream) {
   if (early) {
-    launch_rega_form<NT, S, MINB, PK, true>(args, grid_y, grid_z, stream);
+    launch_rega_form<NT, S, MINB, PK, true, WALK>(args, grid_y, grid_z, stream);
   } else {
-    launch_rega_form<NT, S, MINB, PK, false>(args, grid_y, grid_z, stream);
+    launch_rega_form<NT, S, MINB, PK, false, WALK>(args, grid_y, grid_z, stream);
   }
 }
 
+// Items of 8: K split over CTAs (5 stages, half the K and scale table per CTA: 36 KB, 6 CTAs an SM), the
+// deep ring for a small unsplit grid, else 5 stages at 5 CTAs an SM; each walking its K ranges where
+// args.k_ranges > args.k_splits.
 template <int NT, bool PK>
 void launch_config(const SkinnyGemmArgs& args, int grid_y, int grid_z, const MoeFp4WgmmaConfig& c,
                    cudaStream_t stream) {
+  const bool walk = args.k_ranges > args.k_splits;
   if constexpr (NT == 8) {
-    if (deep_ring(NT, args.n, args.k_splits, grid_y, grid_z, c)) {
-      launch_rega<NT, kDeepStages, kDeepCtasPerSm, PK>(args, grid_y, grid_z, c.early, stream);
-    } else if (args.k_splits > 1) {  // half the K per CTA: half the scale table, 6 CTAs an SM fit (36 KB)
-      launch_rega<NT, 5, kSplitCtasPerSm, PK>(args, grid_y, grid_z, c.early, stream);
+    if (args.k_splits > 1) {
+      launch_rega<NT, 5, kSplitCtasPerSm, PK, false>(args, grid_y, grid_z, c.early, stream);
+    } else if (!walk && deep_ring(NT, args.n, grid_y, grid_z, c)) {
+      launch_rega<NT, kDeepStages, kDeepCtasPerSm, PK, false>(args, grid_y, grid_z, c.early, stream);
+    } else if (walk) {
+      launch_rega<NT, 5, 5, PK, true>(args, grid_y, grid_z, c.early, stream);
     } else {
-      launch_rega<NT, 5, 5, PK>(args, grid_y, grid_z, c.early, stream);
+      launch_rega<NT, 5, 5, PK, false>(args, grid_y, grid_z, c.early, stream);
     }
   } else if constexpr (NT == 16) {
-    launch_rega<NT, 5, 4, PK>(args, grid_y, grid_z, c.early, stream);
+    if (walk) {
+      launch_rega<NT, 5, 4, PK, true>(args, grid_y, grid_z, c.early, stream);
+    } else {
+      launch_rega<NT, 5, 4, PK, false>(args, grid_y, grid_z, c.early, stream);
+    }
+  } else if (walk) {
+    launch_kernel(moe_fp4_wgmma_kernel<NT, PK, true>, Layout<NT>::bytes(cta_k(args)), args, grid_y, grid_z, stream);
   } else {
-    launch_kernel(moe_fp4_wgmma_kernel<NT, PK>, Layout<NT>::bytes(cta_k(args)), args, grid_y, grid_z, stream);
+    launch_kernel(moe_fp4_wgmma_kernel<NT, PK, false>, Layout<NT>::bytes(cta_k(args)), args, grid_y, grid_z, stream);
   }
 }
 
@@ -823,6 +865,11 @@ bool moe_fp4_wgmma_fits(std::int64_t n, std::int64_t k, const DevWeight& w) {
   return n % kRows == 0 && k % kBK == 0 && k <= kMoeFp4WgmmaMaxK && !w.scale_f32 && w.block == 32 &&
          w.scale_ld % 4 == 0 && reinterpret_cast<std::uintptr_t>(w.scale) % 4 == 0 &&
          reinterpret_cast<std::uintptr_t>(w.data) % 16 == 0;
+}
+
+int moe_fp4_wgmma_cta_splits(int group_rows, std::int64_t n, int k_ranges, int grid_y, int grid_z,
+                             const MoeFp4WgmmaConfig& c) {
+  return k_ranges > 1 && c.split_ctas && c.stages == 0 && deep_ring(group_rows, n, grid_y, grid_z, c) ? k_ranges : 1;
 }
 
 void launch_moe_fp4_wgmma(int group_rows, const SkinnyGemmArgs& args, int grid_y, int grid_z,

@@ -278,7 +278,8 @@ __global__ void moe_swiglu_kernel(MoeSwigluArgs a) {
 // inter), one 128-thread block per (placed row, act block): every value is one thread's, so a decode
 // step's few rows spread over many SMs. Same formulas; the block max is order-independent.
 __global__ void __launch_bounds__(128) moe_swiglu_codes128_kernel(MoeSwigluArgs a) {
-  if (a.early_dependents != 0) allow_dependents_early();  // (the w2 GEMM reads nothing this kernel writes before its wait)
+  // (the w2 GEMM reads nothing this kernel writes before its own wait)
+  if (a.early_dependents != 0) allow_dependents_early();
   enter_dependent_kernel();
   __shared__ float wmax[4];
   const std::int64_t p = blockIdx.x;
@@ -359,7 +360,8 @@ __global__ void __launch_bounds__(kCombineThreads) moe_combine_kernel(MoeCombine
 
 void launch_moe_route(const RouteArgs& args, cudaStream_t stream) {
   if (args.tokens == 0) return;
-  const std::size_t smem = static_cast<std::size_t>(kRouteWarps) * (args.experts * (2 * sizeof(float) + 1) + args.k * 4);
+  const std::size_t per_warp = static_cast<std::size_t>(args.experts) * (2 * sizeof(float) + 1) + args.k * 4;
+  const std::size_t smem = kRouteWarps * per_warp;
   cudaFuncSetAttribute(moe_route_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   const auto blocks = static_cast<unsigned>((args.tokens + kRouteWarps - 1) / kRouteWarps);
   launch_chained(moe_route_kernel, blocks, kRouteWarps * 32, smem, stream, args);
