@@ -93,21 +93,23 @@ void bench_mhc(Backend& b, std::int64_t t, std::vector<Row>& rows) {
 }
 
 // A sub-layer boundary (hc_post, the next site, and the hc_post that reads its comb) on backends with
-// hc_comb_side_lane / hc_post_fused off and on: what each takes off the chain.
+// hc_comb_side_lane / hc_post_fused_max_rows off and on: what each takes off the chain.
 struct ChainBackends {
-  std::unique_ptr<Backend> plain, side, fused;  // both off; Sinkhorn on the side lane; both on
+  std::unique_ptr<Backend> plain, side, folded, fused;  // both off; side lane; folded post; both on
 };
 
 ChainBackends chain_backends() {
   CudaBackendOptions o;
   o.hc_comb_side_lane = false;
-  o.hc_post_fused = false;
+  o.hc_post_fused_max_rows = 0;
   ChainBackends c;
   c.plain = make_cuda_backend(o);
   o.hc_comb_side_lane = true;
   c.side = make_cuda_backend(o);
-  o.hc_post_fused = true;
+  o.hc_post_fused_max_rows = 63;
   c.fused = make_cuda_backend(o);
+  o.hc_comb_side_lane = false;
+  c.folded = make_cuda_backend(o);
   return c;
 }
 
@@ -132,6 +134,8 @@ void bench_mhc_chain(ChainBackends& c, std::int64_t t, std::vector<Row>& rows) {
            [&] { boundary(*c.plain); });
   time_row(*c.side, rows, "hc_post + hc_pre_norm + hc_post (Sinkhorn on the side lane)", t,
            [&] { boundary(*c.side); });
+  time_row(*c.folded, rows, "hc_post_pre_norm folded + hc_post (Sinkhorn in the finish kernel)", t,
+           [&] { boundary(*c.folded); });
   time_row(*c.fused, rows, "hc_post_pre_norm folded + hc_post (Sinkhorn on the side lane)", t,
            [&] { boundary(*c.fused); });
 }

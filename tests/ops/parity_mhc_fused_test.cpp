@@ -1,5 +1,5 @@
 // CUDA mHC sites off the decode critical path: comb's Sinkhorn as a kernel of its own on the side stream
-// (hc_comb_side_lane) and hc_post folded into the next site's partial kernel (hc_post_fused,
+// (hc_comb_side_lane) and hc_post folded into the next site's partial kernel (hc_post_fused_max_rows,
 // Backend::hc_post_pre_norm). Both must give the bits of the plain kernels (a backend with both off)
 // at batches of 1, 3, 8 and 33 rows, eager and replayed from a graph, and stay within the CPU's bounds.
 #include <memory>
@@ -15,7 +15,7 @@ namespace {
 std::unique_ptr<Backend> fused_backend(bool on) {
   CudaBackendOptions options;
   options.hc_comb_side_lane = on;
-  options.hc_post_fused = on;
+  options.hc_post_fused_max_rows = on ? 63 : 0;
   return make_cuda_backend(options);
 }
 

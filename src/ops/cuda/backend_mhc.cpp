@@ -134,15 +134,16 @@ void CudaBackend::hc_pre_norm(const Tensor& x, const HcWeights& w, const HcOptio
   launch_hc_site(a, "hc_pre_norm");
 }
 
-// hc_post folded into the next site's partial kernel (hc_post_fused; decode-sized steps, n <= 4): one
-// launch fewer, the same bits (the partial blocks compute hc_post_kernel's expression and sum the value
+// hc_post folded into the next site's partial kernel (hc_post_fused_max_rows; decode-sized steps, n <= 4):
+// one launch fewer, the same bits (the partial blocks compute hc_post_kernel's expression and sum the value
 // it would have stored). Otherwise the two ops.
 void CudaBackend::hc_post_pre_norm(const Tensor& f, const Tensor& residual, const Tensor& post, const Tensor& comb,
                                    Tensor& out, const HcWeights& w, const HcOptions& options,
                                    const Tensor& norm_weight, float norm_eps, Tensor& y, Tensor& post_out,
                                    Tensor& comb_out) {
   const HcShape s = check_stream(residual, "hc_post_pre_norm");
-  if (!options_.hc_post_fused || s.n > kHcFusedPostStreams || s.tokens >= kHcMixPrefillRows || s.tokens == 0) {
+  if (s.tokens > options_.hc_post_fused_max_rows || s.n > kHcFusedPostStreams || s.tokens >= kHcMixPrefillRows ||
+      s.tokens == 0 || s.n * s.d >= (std::int64_t{1} << 31)) {
     Backend::hc_post_pre_norm(f, residual, post, comb, out, w, options, norm_weight, norm_eps, y, post_out, comb_out);
     return;
   }

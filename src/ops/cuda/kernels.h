@@ -419,7 +419,7 @@ struct HcArgs {
   // into comb later (on another stream: comb is needed only at hc_post).
   int comb_logits = 0;
   // The previous sub-layer's hc_post folded into the partial kernel (post_residual.base non-null, n <=
-  // kHcFusedPostStreams, T < kHcMixPrefillRows): x[t, k, :] = post_in[t, k] · post_f[t, :] + Σ_j
+  // kHcFusedPostStreams, T < kHcMixPrefillRows, n · D < 2^31): x[t, k, :] = post_in[t, k] · post_f[t, :] + Σ_j
   // comb_in[t, j, k] · post_residual[t, j, :] is written by the partial blocks and read by the finish.
   DevRows post_f, post_residual;
   const float* post_in = nullptr;

@@ -110,7 +110,9 @@ __device__ __forceinline__ void hc_fused_post(const HcArgs& a, std::int64_t t0, 
   constexpr int kN = kHcFusedPostStreams;
   __shared__ float coef_s[kGroupMax][kN * kN + kN];  // comb [j][k], then post [k]
   const int n = a.n, nn = n * n, per = nn + n;
-  const std::int64_t k = live ? i / a.d : 0, c = live ? i - k * a.d : 0;
+  // 32-bit: n · D < 2^31 here (kernels.h), and a 64-bit division is a ~60-instruction call before the loads.
+  const int d32 = static_cast<int>(a.d), i32 = static_cast<int>(i);
+  const int k = live ? i32 / d32 : 0, c = live ? i32 - k * d32 : 0;
   std::uint32_t rb[kGroupMax][kN], fb[kGroupMax];
 #pragma unroll
   for (int g = 0; g < kGroupMax; ++g) {
