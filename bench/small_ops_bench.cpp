@@ -2,8 +2,7 @@
 // indexer 64 heads of 128, top-k 512) at a few token counts, each timed alone as the median of CUDA
 // graph replays (ops::cuda_time), with variants that isolate one stage of a fused op: hc_head (no
 // Sinkhorn, no norm) vs hc_mix (Sinkhorn, no collapse) vs hc_pre vs hc_pre_norm, rms_norm + rope vs
-// rms_norm_rope, and a sub-layer boundary's mHC chain with comb's Sinkhorn in the finish kernel / on the
-// side lane and hc_post separate / folded into the next site. Prints one markdown table; "no GPU" elsewhere.
+// rms_norm_rope, and a sub-layer boundary's mHC chain with hc_post separate / folded into the next site. Prints one markdown table; "no GPU" elsewhere.
 // usage: small_ops_bench [--tokens 1,8,32]
 #include <algorithm>
 #include <cstdio>
@@ -93,22 +92,17 @@ void bench_mhc(Backend& b, std::int64_t t, std::vector<Row>& rows) {
 }
 
 // A sub-layer boundary (hc_post, the next site, and the hc_post that reads its comb) on backends with
-// hc_comb_side_lane / hc_post_fused_max_rows off and on: what each takes off the chain.
+// hc_post_fused_max_rows off and on: what the fold takes off the chain.
 struct ChainBackends {
-  std::unique_ptr<Backend> plain, side, folded, fused;  // both off; side lane; folded post; both on
+  std::unique_ptr<Backend> plain, folded;
 };
 
 ChainBackends chain_backends() {
   CudaBackendOptions o;
-  o.hc_comb_side_lane = false;
   o.hc_post_fused_max_rows = 0;
   ChainBackends c;
   c.plain = make_cuda_backend(o);
-  o.hc_comb_side_lane = true;
-  c.side = make_cuda_backend(o);
   o.hc_post_fused_max_rows = 63;
-  c.fused = make_cuda_backend(o);
-  o.hc_comb_side_lane = false;
   c.folded = make_cuda_backend(o);
   return c;
 }
@@ -130,14 +124,8 @@ void bench_mhc_chain(ChainBackends& c, std::int64_t t, std::vector<Row>& rows) {
     be.hc_post_pre_norm(f, residual, post, comb, out, w, hc, norm, 1e-6f, y, post, comb);
     be.hc_post(f, out, post, comb, next);
   };
-  time_row(*c.plain, rows, "hc_post + hc_pre_norm + hc_post (Sinkhorn in the finish kernel)", t,
-           [&] { boundary(*c.plain); });
-  time_row(*c.side, rows, "hc_post + hc_pre_norm + hc_post (Sinkhorn on the side lane)", t,
-           [&] { boundary(*c.side); });
-  time_row(*c.folded, rows, "hc_post_pre_norm folded + hc_post (Sinkhorn in the finish kernel)", t,
-           [&] { boundary(*c.folded); });
-  time_row(*c.fused, rows, "hc_post_pre_norm folded + hc_post (Sinkhorn on the side lane)", t,
-           [&] { boundary(*c.fused); });
+  time_row(*c.plain, rows, "hc_post + hc_pre_norm + hc_post", t, [&] { boundary(*c.plain); });
+  time_row(*c.folded, rows, "hc_post_pre_norm folded + hc_post", t, [&] { boundary(*c.folded); });
 }
 
 // The CSA layer's indexer scores and top-k at a 1K context (256 compressed keys; scores 512 wide).
@@ -180,7 +168,6 @@ int main(int argc, char** argv) {
     return 0;
   }
   try {
-    // Each op alone on the plain backend: a site with comb on the side lane leaves it to the next hc_post.
     ChainBackends chain = chain_backends();
     Backend& b = *chain.plain;
     std::vector<Row> rows;

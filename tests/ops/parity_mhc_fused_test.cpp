@@ -1,7 +1,6 @@
-// CUDA mHC sites off the decode critical path: comb's Sinkhorn as a kernel of its own on the side stream
-// (hc_comb_side_lane) and hc_post folded into the next site's partial kernel (hc_post_fused_max_rows,
-// Backend::hc_post_pre_norm). Both must give the bits of the plain kernels (a backend with both off)
-// at batches of 1, 3, 8 and 33 rows, eager and replayed from a graph, and stay within the CPU's bounds.
+// CUDA hc_post folded into the next mHC site's partial kernel (hc_post_fused_max_rows,
+// Backend::hc_post_pre_norm): the bits of the two plain ops (a backend with the fold off) at batches of 1,
+// 3, 8 and 33 rows, eager and replayed from a graph, within the CPU's bounds.
 #include <memory>
 #include <utility>
 #include <vector>
@@ -14,7 +13,6 @@ namespace {
 
 std::unique_ptr<Backend> fused_backend(bool on) {
   CudaBackendOptions options;
-  options.hc_comb_side_lane = on;
   options.hc_post_fused_max_rows = on ? 63 : 0;
   return make_cuda_backend(options);
 }
@@ -50,7 +48,7 @@ FusedOutputs fused_run(Backend& b, const Tensor& f, const Tensor& residual, cons
                  poisoned({t, n, d}, act, b)};
   b.hc_post_pre_norm(to_gpu(f, b), to_gpu(residual, b), o.post, o.comb, o.out, site.device, HcOptions{}, site.gnorm,
                      1e-6f, o.y, o.post, o.comb);
-  b.hc_post(to_gpu(f2, b), o.out, o.post, o.comb, o.next);  // reads the site's comb: joins the side stream
+  b.hc_post(to_gpu(f2, b), o.out, o.post, o.comb, o.next);  // the next sub-layer's exit reads the site's comb
   b.synchronize();
   return o;
 }
@@ -59,11 +57,11 @@ void fused_expect_same_bits(const Tensor& got, Backend& gb, const Tensor& want, 
   expect_bits_equal(values(to_host(got, gb)), values(to_host(want, wb)));
 }
 
-TEST(CudaParity, HcPostPreNormFusedAndCombOnTheSideLaneGiveTheUnfusedOpsBits) {
+TEST(CudaParity, HcPostPreNormFoldedGivesTheTwoOpsBits) {
   DEEPINFER_REQUIRE_GPU();
   const std::unique_ptr<Backend> fast = fused_backend(true), plain = fused_backend(false);
   for (DType act : {DType::kBF16, DType::kF32})
-    for (int n : {1, 4, 6})  // n = 6: not folded (two ops), comb still on the side lane
+    for (int n : {1, 4, 6})  // n = 6: not folded (the two ops)
       for (std::int64_t d : {std::int64_t{4096}, std::int64_t{100}})  // 32 slices; one slice, threads past the row
         for (std::int64_t t : {1, 3, 8, 33}) {
           SCOPED_TRACE(testing::Message() << dtype_name(act) << " n=" << n << " D=" << d << " T=" << t);
@@ -92,42 +90,8 @@ TEST(CudaParity, HcPostPreNormFusedAndCombOnTheSideLaneGiveTheUnfusedOpsBits) {
         }
 }
 
-// hc_pre, hc_pre_norm and hc_mix with comb finished on the side stream: every output bit-identical to the
-// finish kernel's own Sinkhorn warp, for n = 1..6 (the warp's register forms and the serial n > 5 path).
-TEST(CudaParity, HcSitesWithCombOnTheSideLaneGiveTheFinishKernelsBits) {
-  DEEPINFER_REQUIRE_GPU();
-  const std::unique_ptr<Backend> fast = fused_backend(true), plain = fused_backend(false);
-  const HcOptions options;
-  for (int n = 1; n <= 6; ++n)
-    for (std::int64_t t : {1, 3, 8, 33}) {
-      const std::int64_t d = 256;
-      SCOPED_TRACE(testing::Message() << "n=" << n << " T=" << t);
-      const Tensor x = random_tensor({t, n, d}, 121, 1.0f, DType::kBF16);
-      const FusedSite site = fused_site(n, d, 122);
-      std::vector<std::vector<float>> outs[2];
-      for (int i = 0; i < 2; ++i) {
-        Backend& b = i == 0 ? *fast : *plain;
-        const Tensor gx = to_gpu(x, b);
-        Tensor y = poisoned({t, d}, DType::kBF16, b), post = poisoned({t, n}, DType::kF32, b);
-        Tensor comb = poisoned({t, n, n}, DType::kF32, b), pre = poisoned({t, n}, DType::kF32, b);
-        Tensor y2 = poisoned({t, d}, DType::kBF16, b), post2 = poisoned({t, n}, DType::kF32, b);
-        Tensor comb2 = poisoned({t, n, n}, DType::kF32, b), post3 = poisoned({t, n}, DType::kF32, b);
-        Tensor comb3 = poisoned({t, n, n}, DType::kF32, b);
-        b.hc_pre_norm(gx, site.device, options, site.gnorm, 1e-6f, y, post, comb);
-        b.hc_pre(gx, site.device, options, y2, post2, comb2);
-        b.hc_mix(gx, site.device, options, pre, post3, comb3);
-        for (const Tensor* r : {&y, &post, &comb, &y2, &post2, &comb2, &pre, &post3, &comb3})
-          outs[i].push_back(values(to_host(*r, b)));
-      }
-      for (std::size_t k = 0; k < outs[0].size(); ++k) {
-        SCOPED_TRACE(testing::Message() << "output " << k);
-        expect_bits_equal(outs[0][k], outs[1][k]);
-      }
-    }
-}
-
-// The V4 block's mHC chain captured in a graph (a site, a folded post + site, a post; then a site alone,
-// whose comb the capture's end joins): replays over new inputs give the plain eager ops' bits.
+// The V4 block's mHC chain captured in a graph (a site, a folded post + site, a post, a site): replays over
+// new inputs give the plain eager ops' bits.
 TEST(CudaParity, HcFoldedChainReplaysFromAGraphWithThePlainOpsBits) {
   DEEPINFER_REQUIRE_GPU();
   const std::unique_ptr<Backend> fast = fused_backend(true), plain = fused_backend(false);

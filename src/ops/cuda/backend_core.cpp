@@ -101,8 +101,6 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options) : device_(options.de
     DI_CUDA_CHECK(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking));
     DI_CUDA_CHECK(cudaEventCreateWithFlags(&fork_event_, cudaEventDisableTiming));
     DI_CUDA_CHECK(cudaEventCreateWithFlags(&join_event_, cudaEventDisableTiming));
-    DI_CUDA_CHECK(cudaEventCreateWithFlags(&comb_fork_event_, cudaEventDisableTiming));
-    DI_CUDA_CHECK(cudaEventCreateWithFlags(&comb_event_, cudaEventDisableTiming));
   }
   DI_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
@@ -118,7 +116,7 @@ CudaBackend::~CudaBackend() {
   for (void* w : cublas_workspace_) cudaFree(w);
   cudaFree(err_);
   if (lt_ != nullptr) cublasLtDestroy(lt_);
-  for (cudaEvent_t e : {fork_event_, join_event_, comb_fork_event_, comb_event_})
+  for (cudaEvent_t e : {fork_event_, join_event_})
     if (e != nullptr) cudaEventDestroy(e);
   for (cudaStream_t s : {main_stream_, side_stream_})
     if (s != nullptr) cudaStreamDestroy(s);
@@ -199,7 +197,6 @@ void CudaBackend::synchronize() {
   check_not_capturing("synchronize");
   if (side_stream_ != nullptr) DI_CUDA_CHECK(cudaStreamSynchronize(side_stream_));
   DI_CUDA_CHECK(cudaStreamSynchronize(main_stream_));
-  comb_pending_ = false;  // complete: nothing needs to wait for it
   check_faults();
 }
 

@@ -113,14 +113,12 @@ void CudaBackend::check_not_capturing(const char* op) const {
 void CudaBackend::begin_capture() {
   activate();
   DI_CHECK(!capturing(), "begin_capture: the CUDA backend is capturing a graph already");
-  join_hc_comb();  // a capture cannot wait for an event recorded before it began
   DI_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
 }
 
 Graph CudaBackend::end_capture() {
   activate();
   DI_CHECK(capturing(), "end_capture: the CUDA backend is not capturing (begin_capture first)");
-  join_hc_comb();  // a comb still on the side stream joins the graph (backend_mhc.cpp)
   cudaGraph_t graph = nullptr;
   const cudaError_t status = cudaStreamEndCapture(stream_, &graph);
   if (status != cudaSuccess) {
@@ -155,7 +153,6 @@ void CudaBackend::abort_capture() noexcept {
     cudaGetLastError();
     return;
   }
-  comb_pending_ = false;  // its event belonged to the discarded capture
   cudaGraph_t graph = nullptr;
   cudaStreamEndCapture(stream_, &graph);
   if (graph != nullptr) cudaGraphDestroy(graph);

@@ -1,5 +1,5 @@
 // CUDA backend mHC ops: hyper-connection mixing (hc_pre / hc_post / hc_head, hc_post_pre_norm, with V4.1's
-// hc_mix / hc_collapse; comb's Sinkhorn on the side stream) and V4.1's Engram gate. The MoE ops live in
+// hc_mix / hc_collapse) and V4.1's Engram gate. The MoE ops live in
 // backend_moe.cpp.
 #include <algorithm>
 #include <string>
@@ -89,33 +89,11 @@ PostOperands post_operands(const CudaBackend& be, const Tensor& f, const Tensor&
 
 }  // namespace
 
-void CudaBackend::join_hc_comb() {
-  if (!comb_pending_) return;
-  comb_pending_ = false;
-  DI_CUDA_CHECK(cudaStreamWaitEvent(main_stream_, comb_event_, 0));
-}
-
-// One mixing site. With hc_comb_side_lane, on steps the side lane takes and outside a fork, the finish
-// kernel writes comb's logits and a Sinkhorn kernel on the side stream (after the finish) turns them into
-// comb, so the site's critical path ends with the collapse and the norm; the main stream waits for comb
-// only where it is read (join_hc_comb: hc_post, the next site, a capture's end). The side stream's own
-// scratch is not touched: the Sinkhorn kernel reads and writes comb alone.
 void CudaBackend::launch_hc_site(HcArgs& a, const char* op) {
   activate();
-  join_hc_comb();  // an earlier site's comb: this site may read it (post fused) or write the same tensor
   a.partial = hc_partial_scratch(*this, a);
-  const bool side = options_.hc_comb_side_lane && a.head == 0 && side_stream_ != nullptr && !side_forked_ &&
-                    a.x.rows > 0 && a.x.rows <= options_.side_lane_max_rows;
-  a.comb_logits = side ? 1 : 0;
   launch_hc_mix(a, stream_);
   DI_CUDA_CHECK_LAUNCH(op);
-  if (!side) return;
-  DI_CUDA_CHECK(cudaEventRecord(comb_fork_event_, main_stream_));
-  DI_CUDA_CHECK(cudaStreamWaitEvent(side_stream_, comb_fork_event_, 0));
-  launch_hc_sinkhorn(a, side_stream_);
-  DI_CUDA_CHECK_LAUNCH(op);
-  DI_CUDA_CHECK(cudaEventRecord(comb_event_, side_stream_));
-  comb_pending_ = true;
 }
 
 void CudaBackend::hc_pre(const Tensor& x, const HcWeights& w, const HcOptions& options, Tensor& y, Tensor& post,
@@ -161,7 +139,6 @@ void CudaBackend::hc_post(const Tensor& f, const Tensor& residual, const Tensor&
   const HcShape s = check_stream(residual, "hc_post");
   const PostOperands o = post_operands(*this, f, residual, post, comb, out, "hc_post");
   activate();
-  join_hc_comb();  // comb may still be on the side stream
   launch_hc_post(o.f, o.residual, o.post, o.comb, s.n, s.d, o.out, stream_);
   DI_CUDA_CHECK_LAUNCH("hc_post");
 }

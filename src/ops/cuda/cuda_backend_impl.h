@@ -180,14 +180,8 @@ class CudaBackend final : public Backend, public GraphBackend {
   bool side_forked_ = false;   // between fork_side_lane (that forked) and join_side_lane
   cudaStream_t main_stream_ = nullptr, side_stream_ = nullptr;
   cudaEvent_t fork_event_ = nullptr, join_event_ = nullptr;
-  // An mHC site's comb finished on the side stream (hc_comb_side_lane, backend_mhc.cpp): the main stream
-  // waits for comb_event_ before anything reads comb (hc_post, the next site, end_capture).
-  cudaEvent_t comb_fork_event_ = nullptr, comb_event_ = nullptr;
-  bool comb_pending_ = false;  // comb_event_ recorded and not yet waited for
-  // The mHC site launches (partials, finish; comb's Sinkhorn on the side stream when it may go there).
+  // One mHC site's launches (slice partials, finish) with its partial-sum scratch.
   void launch_hc_site(HcArgs& a, const char* op);
-  // Makes the main stream wait for a comb still in flight on the side stream (no-op when none is).
-  void join_hc_comb();
   // Device copies of the per-expert weight tables of moe_experts, keyed by a hash of the pointers.
   std::unordered_map<std::uint64_t, Tensor> expert_tables_;
 

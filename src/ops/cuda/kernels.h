@@ -415,9 +415,6 @@ struct HcArgs {
   float* partial = nullptr;  // scratch: f32 [hc_mix_partial_floats(T, n, D, head)]
   DevRows norm_w;            // [1, D] RMSNorm weight: y <- rms_norm(y) in the same kernel (base null = none)
   float rms_eps = 0.0f;
-  // Nonzero: the finish kernel writes comb's logits (no Sinkhorn warp); launch_hc_sinkhorn turns them
-  // into comb later (on another stream: comb is needed only at hc_post).
-  int comb_logits = 0;
   // The previous sub-layer's hc_post folded into the partial kernel (post_residual.base non-null, n <=
   // kHcFusedPostStreams, T < kHcMixPrefillRows, n · D < 2^31): x[t, k, :] = post_in[t, k] · post_f[t, :] + Σ_j
   // comb_in[t, j, k] · post_residual[t, j, :] is written by the partial blocks and read by the finish.
@@ -443,9 +440,6 @@ void launch_compressor(const CompressorArgs& args, cudaStream_t stream);
 // Floats of scratch launch_hc_mix needs for T tokens (per-slice partial sums of the mixes).
 std::int64_t hc_mix_partial_floats(std::int64_t tokens, int n, std::int64_t d, bool head);
 void launch_hc_mix(const HcArgs& args, cudaStream_t stream);
-// comb <- Sinkhorn(comb) in place, from the logits launch_hc_mix wrote with args.comb_logits (one warp per
-// token, the finish kernel's Sinkhorn warp: the same bits).
-void launch_hc_sinkhorn(const HcArgs& args, cudaStream_t stream);
 // Prefill-sized steps (mhc_prefill_kernels.cu): the partial sums of launch_hc_mix for >= kHcMixPrefillRows
 // bf16 rows from one block per (slice, 64 tokens), bit-identical to the per-token kernel (same products
 // and summation order). False (nothing launched) unless the shape fits and split / threads are the

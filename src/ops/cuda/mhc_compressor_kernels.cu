@@ -273,17 +273,6 @@ __device__ __forceinline__ float collapse_sum(float v, float* red) {
   return total;
 }
 
-// sinkhorn_warp for the token's n (<= 5), lane r·n + c holding comb[r][c].
-__device__ __forceinline__ float sinkhorn_lanes(float v, int n, int iters, float eps) {
-  switch (n) {
-    case 1: return sinkhorn_warp<1>(v, iters, eps);
-    case 2: return sinkhorn_warp<2>(v, iters, eps);
-    case 3: return sinkhorn_warp<3>(v, iters, eps);
-    case 4: return sinkhorn_warp<4>(v, iters, eps);
-    default: return sinkhorn_warp<5>(v, iters, eps);
-  }
-}
-
 // The Sinkhorn warp: comb's logits (mv · scale + base, as the coefficient threads form pre and post)
 // straight into lanes, Sinkhorn, comb out. n > 5 runs the serial reference on lane 0 through comb_s.
 __device__ void finish_comb(const HcArgs& a, std::int64_t t, const float* mixes, float inv, float scale_v,
@@ -297,7 +286,13 @@ __device__ void finish_comb(const HcArgs& a, std::int64_t t, const float* mixes,
       const float mv = mixes[2 * n + lane] * inv;
       v = mv * scale_v + base_v;
     }
-    v = sinkhorn_lanes(v, n, a.iters, a.hc_eps);
+    switch (n) {
+      case 1: v = sinkhorn_warp<1>(v, a.iters, a.hc_eps); break;
+      case 2: v = sinkhorn_warp<2>(v, a.iters, a.hc_eps); break;
+      case 3: v = sinkhorn_warp<3>(v, a.iters, a.hc_eps); break;
+      case 4: v = sinkhorn_warp<4>(v, a.iters, a.hc_eps); break;
+      default: v = sinkhorn_warp<5>(v, a.iters, a.hc_eps); break;
+    }
     if (lane < nn) out[lane] = v;
     return;
   }
@@ -311,39 +306,12 @@ __device__ void finish_comb(const HcArgs& a, std::int64_t t, const float* mixes,
   for (int j = lane; j < nn; j += 32) out[j] = comb_s[j];
 }
 
-constexpr int kSinkhornWarps = 4;  // tokens per hc_sinkhorn_kernel block
-
-// comb <- Sinkhorn(comb) in place from the logits the finish kernel wrote (HcArgs::comb_logits): one
-// warp per token, finish_comb's code on the same values, so the same bits as the finish kernel's own
-// Sinkhorn warp. Launched on another stream than the rest of the site (the backend's side lane).
-__global__ void __launch_bounds__(kSinkhornWarps * 32) hc_sinkhorn_kernel(HcArgs a) {
-  __shared__ float comb_s[kSinkhornWarps][16 * 16];
-  enter_dependent_kernel();
-  const std::int64_t t = static_cast<std::int64_t>(blockIdx.x) * kSinkhornWarps + threadIdx.x / 32;
-  if (t >= a.x.rows) return;  // a whole warp: the shuffles below see every lane
-  const int n = a.n, lane = static_cast<int>(threadIdx.x % 32), nn = n * n;
-  float* c = a.comb + t * nn;
-  if (n <= 5) {
-    float v = lane < nn ? c[lane] : 0.0f;
-    v = sinkhorn_lanes(v, n, a.iters, a.hc_eps);
-    if (lane < nn) c[lane] = v;
-    return;
-  }
-  float* cs = comb_s[threadIdx.x / 32];
-  for (int j = lane; j < nn; j += 32) cs[j] = c[j];
-  __syncwarp();
-  if (lane == 0) sinkhorn(cs, n, a.iters, a.hc_eps);
-  __syncwarp();
-  for (int j = lane; j < nn; j += 32) c[j] = cs[j];
-}
-
 // One block per token; critical path: slice partials -> mixes -> Sinkhorn (40 dependent shuffle
 // sums and IEEE divisions). After the wait for the partial kernel, the first threads load their
 // mix's slice partials before anything else and sum them in slice order; the collapse threads'
 // stream columns, needed only after that, are in flight behind them. Then mixes[m] = (fn[m] · x) ·
 // rsqrt(mean(x²) + eps); an extra warp (hc_pre / hc_mix only) runs comb's Sinkhorn while the
-// kFinishThreads others form pre and post (with comb_logits: also comb's logits, and no Sinkhorn
-// warp), the collapse y = Σ_i pre_i x_i (skipped for hc_mix) and,
+// kFinishThreads others form pre and post, the collapse y = Σ_i pre_i x_i (skipped for hc_mix) and,
 // when norm_w is set, y ← rms_norm(y) with rms_norm_kernel's summation order (the fusion is
 // bit-identical to hc_pre followed by rms_norm). Every value is the same expression in the same
 // order as when one warp did it all; only the waiting overlaps.
@@ -368,7 +336,7 @@ __global__ void __launch_bounds__(kFinishThreads + 32, 1) hc_mix_finish_kernel(H
   if (prefetch && norm && a.norm_w.bf16) prefetch_columns<std::uint16_t, 1>(a.norm_w, 0, a.d, 1, wb);
   else if (prefetch && norm) prefetch_columns<std::uint32_t, 1>(a.norm_w, 0, a.d, 1, wb);
   const int coef = tid < kFinishThreads ? tid : 2 * n;  // pre (< n), post (< 2n) or, for the Sinkhorn warp, comb
-  const float base_v = coef < n_mix ? a.base[coef] : 0.0f;  // (the Sinkhorn warp loads its own)
+  const float base_v = coef < n_mix && coef < 2 * n ? a.base[coef] : 0.0f;
   const float scale_v = coef < n_mix ? a.scale[coef < n ? 0 : (coef < 2 * n ? 1 : 2)] : 0.0f;
   grid_dependency_wait();
   allow_dependents_early();
@@ -412,9 +380,6 @@ __global__ void __launch_bounds__(kFinishThreads + 32, 1) hc_mix_finish_kernel(H
     } else {
       a.post[t * n + tid - n] = 2.0f * sigmoidf(mv * scale_v + base_v);
     }
-  } else if (a.comb_logits && tid < n_mix) {
-    const float mv = mixes[tid] * inv;  // finish_comb's logit expression
-    a.comb[t * n * n + tid - 2 * n] = mv * scale_v + base_v;
   }
   if (!collapse) return;  // hc_mix: the collapse happens one site later
   collapse_barrier();
@@ -671,16 +636,9 @@ void launch_hc_mix(const HcArgs& args, cudaStream_t stream) {
     else
       launch_chained(hc_mix_partial_kernel<kMaxGroup, false>, grid, dim3(kPartialThreads), 0, stream, args, group);
   }
-  const bool sinkhorn_warp = !args.head && !args.comb_logits;
-  const int finish_threads = sinkhorn_warp ? kFinishThreads + 32 : kFinishThreads;
+  const int finish_threads = args.head ? kFinishThreads : kFinishThreads + 32;  // + the Sinkhorn warp
   launch_chained(hc_mix_finish_kernel, dim3(static_cast<unsigned>(args.x.rows)), dim3(finish_threads), 0, stream, args,
                  slices);
-}
-
-void launch_hc_sinkhorn(const HcArgs& args, cudaStream_t stream) {
-  if (args.x.rows == 0) return;
-  const auto blocks = static_cast<unsigned>((args.x.rows + kSinkhornWarps - 1) / kSinkhornWarps);
-  launch_chained(hc_sinkhorn_kernel, dim3(blocks), dim3(kSinkhornWarps * 32), 0, stream, args);
 }
 
 void launch_hc_post(const DevRows& f, const DevRows& residual, const float* post, const float* comb, int n,
