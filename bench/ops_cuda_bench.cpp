@@ -8,6 +8,8 @@
 //                        wgmma) | --moe-trace (experts, default vs mma.sync, a 30 ms pause after each
 //                        timing: for a kernel trace) |
 //                        --decode (ceilings, decode linears of 1..32 rows, fp8 to 64, streamed from HBM) |
+//                        --decode-fp8 SET... (the FP8 decode linears under each CudaBackendOptions set
+//                        "NAME=VALUE,...", "" = defaults) |
 //                        --moe-prefill (ceilings, routed experts at prefill sizes: the prefill GEMM vs skinny) |
 //                        --wo-a (ceilings, V4's grouped wo_a at 1..256 rows: bf16 vs its FP8 blocks, old and wgmma)]
 #include <algorithm>
@@ -203,18 +205,9 @@ struct DecodeLinear {
   bool act_quant = true;
 };
 
-// Decode linears (1..32 rows) with their weights rotated over copies of >= 256 MB in all, so every
-// call streams its weight from HBM as in a forward (back-to-back calls on one small weight would
-// time the 50 MB L2). 'default' = what linear() / linear_grouped() pick now; 'previous' = the paths
-// before the skinny bf16 kernel and the fused FP8 act quant (bf16: GEMV up to 4 rows, mma.sync +
-// split-K above, wo_a as 8 launches; fp8: act-quant launch + skinny GEMM); 'alt' = the new kernels
-// where the default does not take them (bf16 single weights through the skinny kernel; fp8 with the
-// act quant fused up to 8 rows, 8 loads in flight); 'fp8 cuBLASLt' = cuBLASLt's block-scaled FP8 GEMM;
-// 'fp8 mma.sync' = the default without the sm_90a wgmma kernel (CudaBackendOptions::fp8_wgmma_decode,
-// which the default takes where it was measured faster: CudaBackend::fp8_wgmma_eligible).
-void bench_decode_linears(Backend& fast, Backend& previous, Backend& alt, Backend& fp8_lt, Backend& fp8_mma,
-                          const Roof& roof) {
-  const std::vector<DecodeLinear> cases = {
+// The V4-Flash decode linears the benches time.
+const std::vector<DecodeLinear>& decode_linears() {
+  static const std::vector<DecodeLinear> cases = {
       {"lm head", WeightFormat::kBF16, 129280, 4096, 1, DType::kF32},
       {"wo_a (8 groups)", WeightFormat::kBF16, 1024, 4096, 8, DType::kBF16},
       {"wo_a (8 groups, as stored)", WeightFormat::kFp8Block, 1024, 4096, 8, DType::kBF16, false},
@@ -228,6 +221,21 @@ void bench_decode_linears(Backend& fast, Backend& previous, Backend& alt, Backen
       {"shared w1/w3", WeightFormat::kFp8Block, 2048, 4096, 1, DType::kBF16},
       {"shared w2", WeightFormat::kFp8Block, 4096, 2048, 1, DType::kBF16},
       {"indexer wq_b", WeightFormat::kFp8Block, 8192, 1024, 1, DType::kBF16}};
+  return cases;
+}
+
+// Decode linears (1..32 rows) with their weights rotated over copies of >= 256 MB in all, so every
+// call streams its weight from HBM as in a forward (back-to-back calls on one small weight would
+// time the 50 MB L2). 'default' = what linear() / linear_grouped() pick now; 'previous' = the paths
+// before the skinny bf16 kernel and the fused FP8 act quant (bf16: GEMV up to 4 rows, mma.sync +
+// split-K above, wo_a as 8 launches; fp8: act-quant launch + skinny GEMM); 'alt' = the new kernels
+// where the default does not take them (bf16 single weights through the skinny kernel; fp8 with the
+// act quant fused up to 8 rows, 8 loads in flight); 'fp8 cuBLASLt' = cuBLASLt's block-scaled FP8 GEMM;
+// 'fp8 mma.sync' = the default without the sm_90a wgmma kernel (CudaBackendOptions::fp8_wgmma_decode,
+// which the default takes where it was measured faster: CudaBackend::fp8_wgmma_eligible).
+void bench_decode_linears(Backend& fast, Backend& previous, Backend& alt, Backend& fp8_lt, Backend& fp8_mma,
+                          const Roof& roof) {
+  const std::vector<DecodeLinear>& cases = decode_linears();
   std::printf("## Decode linears (weights rotated through >= 256 MB of copies: HBM, not L2)\n\n");
   std::printf("| weight | format | M | path | time µs | weight GB/s | floor µs | floor/time |\n");
   std::printf("| --- | --- | ---: | --- | ---: | ---: | ---: | ---: |\n");
@@ -276,6 +284,51 @@ void bench_decode_linears(Backend& fast, Backend& previous, Backend& alt, Backen
       if (m <= 8 || !fp8) row("alt", alt, false);
       if (fp8 && m >= 4) row("fp8 cuBLASLt", fp8_lt, false);
       if (fp8) row("fp8 mma.sync", fp8_mma, false);
+      std::fflush(stdout);
+    }
+  }
+  std::printf("\n");
+}
+
+// The FP8 decode linears (1..32 rows, weights rotated through >= 256 MB of copies) under each set of
+// CudaBackendOptions assignments ("" = the defaults; "a=1,b=0"): one row per weight, rows and set, so
+// a kernel option is A/B'd at the op on one build (ops_cuda_bench --decode-fp8 "" "NAME=VALUE,...").
+void bench_fp8_decode_sets(const std::vector<std::string>& sets, const Roof& roof) {
+  std::vector<std::unique_ptr<Backend>> backends;
+  for (const std::string& set : sets) {
+    CudaBackendOptions options;
+    for (std::size_t at = 0; at < set.size();) {
+      const std::size_t end = std::min(set.find(',', at), set.size());
+      set_cuda_option(options, std::string_view(set).substr(at, end - at));
+      at = end + 1;
+    }
+    backends.push_back(make_cuda_backend(options));
+  }
+  Backend& fast = *backends.front();
+  std::printf("## FP8 decode linears by option set (weights rotated through >= 256 MB of copies)\n\n");
+  std::printf("| weight | M | options | time µs | weight GB/s | floor/time |\n| --- | ---: | --- | ---: | ---: | ---: |\n");
+  for (const DecodeLinear& c : decode_linears()) {
+    if (c.format != WeightFormat::kFp8Block || c.groups != 1) continue;
+    std::vector<LinearWeight> copies;  // on the one device every backend uses
+    double wbytes = 0.0;
+    for (int r = 0; r == 0 || wbytes * r < 256e6; ++r) {
+      copies.push_back(make_weight(fast, c.format, c.n, c.k, static_cast<std::uint64_t>(1000 * r + c.n)));
+      if (r == 0) wbytes = static_cast<double>(copies[0].data.nbytes() + copies[0].scale.nbytes());
+    }
+    for (std::int64_t m : {1, 2, 4, 8, 16, 32}) {
+      const Tensor x = fast.upload(host_bf16({m, c.k}, 1.0f, static_cast<std::uint64_t>(m)));
+      Tensor y = fast.empty({m, c.n}, c.out);
+      const double fl = floor_us(wbytes + 2.0 * m * c.k, 2.0 * m * c.n * c.k, roof.fp8_tflops, roof);
+      for (std::size_t s = 0; s < backends.size(); ++s) {
+        Backend& b = *backends[s];
+        const auto body = [&] {
+          for (const LinearWeight& w : copies) b.linear(x, w, LinearOptions{128}, y);
+        };
+        const double us = cuda_time(b, body, 1, 10).median_ms * 1e3 / static_cast<double>(copies.size());
+        std::printf("| %s [%lld, %lld] | %lld | %s | %.2f | %.0f | %.0f%% |\n", c.name, static_cast<long long>(c.n),
+                    static_cast<long long>(c.k), static_cast<long long>(m), sets[s].empty() ? "defaults" : sets[s].c_str(),
+                    us, wbytes / (us * 1e3), 100.0 * fl / us);
+      }
       std::fflush(stdout);
     }
   }
@@ -538,6 +591,14 @@ int main(int argc, char** argv) {
       auto fp8_lt = make_cuda_backend(lt8);
       auto fp8_mma = make_cuda_backend(mma);
       bench_decode_linears(*fast, *previous, *alternative, *fp8_lt, *fp8_mma, roof);
+      return 0;
+    }
+    if (argc > 1 && std::strcmp(argv[1], "--decode-fp8") == 0) {
+      Roof roof;
+      measure_roof(roof, *fast);
+      std::vector<std::string> sets(argv + 2, argv + argc);
+      if (sets.empty()) sets.emplace_back();
+      bench_fp8_decode_sets(sets, roof);
       return 0;
     }
     if (argc > 1 && std::strcmp(argv[1], "--wo-a") == 0) {

@@ -467,6 +467,74 @@ TEST(CudaParity, Fp8WgmmaDecodeDependentLaunchGivesThePlainLaunchsBits) {
     }
 }
 
+TEST(CudaParity, Fp8WgmmaDecodeFusedQuantAndSplitFixUpGiveTheSeparateLaunchesBitsOnEveryCall) {
+  DEEPINFER_REQUIRE_GPU();
+  // The act quant inside the GEMM (each CTA quantises its own K range, <= 8 rows; hardware e4m3
+  // rounding) and the split-K sums in the last CTA of each tile (per-tile counters every launch must
+  // leave at zero, <= 8 rows) give the bits of the act-quant launch + GEMM + reduce launch, call after
+  // call: each alone and both, ue8m0 and f32 weight scales, V4's 128- and V4.1's 32-blocks, K split
+  // 1..64 ways (odd counts), bf16 and f32 out, x rows read in place from a wider tensor.
+  static auto separate = backend_with([](CudaBackendOptions& o) {
+    o.fp8_wgmma_fixup_max_rows = 0;
+    o.fp8_wgmma_fused_quant_max_rows = 0;
+  });
+  static auto fixup = backend_with([](CudaBackendOptions& o) {
+    o.fp8_wgmma_fixup_max_rows = 64;
+    o.fp8_wgmma_fixup_max_splits = 1 << 20;  // (and several shared-memory chunks at 8 rows, > 8 splits)
+    o.fp8_wgmma_fused_quant_max_rows = 0;
+  });
+  static auto fused = backend_with([](CudaBackendOptions& o) {
+    o.fp8_wgmma_fixup_max_rows = 0;
+    o.fp8_wgmma_fused_quant_max_rows = 8;
+  });
+  static auto both = backend_with([](CudaBackendOptions& o) {
+    o.fp8_wgmma_fixup_max_rows = 64;
+    o.fp8_wgmma_fixup_max_splits = 1 << 20;
+    o.fp8_wgmma_fused_quant_max_rows = 8;
+  });
+  struct Shape {
+    Fmt f;
+    std::int64_t n, k;
+  };
+  const std::vector<Shape> shapes = {{Fmt::kFp8b128, 4096, 8192}, {Fmt::kFp8b128, 512, 4096},
+                                     {Fmt::kFp8b128, 32768, 1024}, {Fmt::kFp8b128, 192, 16384},
+                                     {Fmt::kFp8b128, 128, 640},    {Fmt::kFp8b128, 320, 2944},
+                                     {Fmt::kFp8b128, 64, 128},     {Fmt::kFp8b32, 1536, 1024},
+                                     {Fmt::kFp8b32, 4096, 5120},   {Fmt::kFp8b32, 64, 384}};
+  for (const Shape& s : shapes) {
+    const int act = s.f == Fmt::kFp8b32 ? 32 : 128;
+    const LinearWeight w_ue8m0 = make_weight(s.f, s.n, s.k, static_cast<std::uint32_t>(s.n + s.k));
+    const LinearWeight w_f32 = with_f32_scales(w_ue8m0);
+    const Tensor wide = random_tensor({9, s.k + 16}, static_cast<std::uint32_t>(s.k), 1.0f, DType::kBF16);
+    for (std::int64_t m : {1, 2, 5, 8, 9, 32}) {
+      if (act == 32 && m > 8) continue;
+      const bool f32_scales = m % 2 == 0;
+      const DType out_dtype = m == 5 ? DType::kBF16 : DType::kF32;
+      SCOPED_TRACE(testing::Message() << fmt_name(s.f) << " N=" << s.n << " K=" << s.k << " M=" << m
+                                      << (f32_scales ? " f32" : " ue8m0") << " scales");
+      const LinearWeight& w = f32_scales ? w_f32 : w_ue8m0;
+      const Tensor tall = random_tensor({m, s.k}, static_cast<std::uint32_t>(m), 1.0f, DType::kBF16);
+      // Up to 9 rows: a strided view (16-byte aligned rows) of the wider device tensor, read in place.
+      auto rows_on = [&](Backend& b) {
+        return m <= 9 ? to_gpu(wide, b).narrow(0, 0, m).narrow(1, 8, s.k) : to_gpu(tall, b);
+      };
+      Tensor want = poisoned({m, s.n}, out_dtype, *separate);
+      separate->linear(rows_on(*separate), to_gpu(w, *separate), LinearOptions{act}, want);
+      const std::vector<float> want_v = values(to_host(want, *separate));
+      for (Backend* b : {fixup.get(), fused.get(), both.get()}) {
+        const LinearWeight gw = to_gpu(w, *b);
+        const Tensor gx = rows_on(*b);
+        for (int call = 0; call < 3; ++call) {
+          Tensor got = poisoned({m, s.n}, out_dtype, *b);
+          b->linear(gx, gw, LinearOptions{act}, got);
+          ASSERT_EQ(values(to_host(got, *b)), want_v)
+              << (b == fixup.get() ? "fix-up" : b == fused.get() ? "fused quant" : "both") << ", call " << call;
+        }
+      }
+    }
+  }
+}
+
 TEST(CudaParity, Fp8WgmmaDecodeRowsDoNotDependOnTheBatch) {
   DEEPINFER_REQUIRE_GPU();
   // The K split comes from (N, K) alone and a column's wgmma result must not depend on the token

@@ -389,7 +389,8 @@ void CudaBackend::gemm_fp8_decode(const DevRows& x, const LinearWeight& w, int a
 }
 
 // Up to 64 rows on Hopper's native FP8 MMA (wgmma): the act quant's codes and scales, then one
-// launch over (N / 64, splits) CTAs, plus the split-order reduction when K is split. Measured on the
+// launch over (N / 64, splits) CTAs, plus the split-order reduction when K is split (few rows: both
+// inside the GEMM launch, options fp8_wgmma_fused_quant_max_rows / fp8_wgmma_fixup_max_rows). Measured on the
 // H200 (docs/PERFORMANCE_CUDA_OPS.md, 2026-11-30) against the mma.sync kernels: faster at every decode
 // shape up to 32 rows; at 33..64 rows only for K >= 2048 (at K = 1024 a 64-token CTA reads as many
 // activation bytes from L2 as weight bytes from HBM, and the skinny kernel wins).
@@ -404,13 +405,34 @@ bool CudaBackend::fp8_wgmma_eligible(const DevRows& x, const LinearWeight& w, in
          w.data.is_contiguous() && reinterpret_cast<std::uintptr_t>(w.data.raw_data()) % 16 == 0;
 }
 
+// Zeroed per-tile counters of the wgmma decode GEMM's split-K fix-up for the lane ops are issued on
+// (each launch leaves them zero again). Made on first use outside a graph capture (the warm-up step
+// before a capture runs the same linears); null during a capture before that: the reduce launch then.
+int* CudaBackend::fp8_tile_flags() {
+  Tensor& flags = fp8_tile_flags_[lane_];
+  if (!flags.defined()) {
+    if (capturing()) return nullptr;
+    Tensor made = empty({kFp8TileFlags}, DType::kI32);
+    DI_CUDA_CHECK(cudaMemsetAsync(made.raw_data(), 0, static_cast<std::size_t>(made.nbytes()), stream_));
+    DI_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    flags = std::move(made);
+  }
+  return static_cast<int*>(flags.raw_data());
+}
+
 void CudaBackend::gemm_fp8_wgmma(const DevRows& x, const LinearWeight& w, const DevRows& out) {
   const std::int64_t m = x.rows, n = out.width, k = x.width;
   const int splits = fp8_wgmma_decode_splits(n, k, sm_count_);
+  // Up to fp8_wgmma_fused_quant_max_rows rows the GEMM quantises its own K ranges (no act-quant launch);
+  // up to fp8_wgmma_fixup_max_rows the last CTA of a tile sums the K splits (no reduce launch).
+  const bool fused = m <= options_.fp8_wgmma_fused_quant_max_rows && fp8_wgmma_fused_quant_fits(x, k, splits);
+  const bool fix_up = splits > 1 && splits <= options_.fp8_wgmma_fixup_max_splits &&
+                      m <= std::min(options_.fp8_wgmma_fixup_max_rows, kFp8WgmmaFixupMaxRows) && n / 64 <= kFp8TileFlags;
+  int* flags = fix_up ? fp8_tile_flags() : nullptr;
   ScratchLayout layout;
-  const std::size_t c_off = layout.add(static_cast<std::size_t>(m * k));
+  const std::size_t c_off = layout.add(fused ? 0 : static_cast<std::size_t>(m * k));
   const int block = w.block;  // = the act block (fp8_wgmma_eligible)
-  const std::size_t s_off = layout.add(static_cast<std::size_t>((k / block) * m) * sizeof(float));
+  const std::size_t s_off = layout.add(fused ? 0 : static_cast<std::size_t>((k / block) * m) * sizeof(float));
   const std::size_t p_off = layout.add(splits > 1 ? static_cast<std::size_t>(splits * m * n) * sizeof(float) : 0);
   std::uint8_t* base = scratch(layout.total());
   Fp8WgmmaDecodeArgs args;
@@ -427,10 +449,13 @@ void CudaBackend::gemm_fp8_wgmma(const DevRows& x, const LinearWeight& w, const 
   args.ldo = out.stride;
   args.out_bf16 = out.bf16;
   args.partial = splits > 1 ? reinterpret_cast<float*>(base + p_off) : nullptr;
-  launch_act_quant_codes(x, block, base + c_off, k, reinterpret_cast<float*>(base + s_off), m, stream_);
+  args.tile_flags = flags;
+  args.xr = x;
+  args.fused_quant = fused ? 1 : 0;
+  if (!fused) launch_act_quant_codes(x, block, base + c_off, k, reinterpret_cast<float*>(base + s_off), m, stream_);
   launch_fp8_wgmma_decode(args, splits, stream_);
   DI_CUDA_CHECK_LAUNCH("linear (fp8 wgmma decode)");
-  if (splits > 1) {
+  if (splits > 1 && flags == nullptr) {
     launch_splitk_reduce(args.partial, splits, m, n, out, stream_);
     DI_CUDA_CHECK_LAUNCH("linear (fp8 wgmma split-K reduce)");
   }

@@ -74,6 +74,17 @@ struct CudaBackendOptions {
   // measured faster (CudaBackend::fp8_wgmma_eligible). On by default; DEEPINFER_FP8_WGMMA=0 turns it
   // off. Ignored in batch-invariant mode (above 64 rows other kernels sum in other orders).
   bool fp8_wgmma_decode = true;
+  // Up to fp8_wgmma_fixup_max_rows rows (at most 8) and fp8_wgmma_fixup_max_splits K splits, that
+  // GEMM's K-split partials are summed by the last CTA of each 64-row tile (fp8_wgmma_decode.cu
+  // finish_splits, bit-identical to the reduce launch it replaces; its serial sum grows with the
+  // splits: wkv's 32 and wq_a's 16 lose), and up to fp8_wgmma_fused_quant_max_rows rows (at most 8)
+  // each CTA quantises its own K range of the activations after its wait (the act-quant launch saved;
+  // the same codes and scales). 0 = off. H200 (PERFORMANCE_CUDA_OPS.md, session 9 "fp8gemm"): the
+  // fused quant wins on every V4 FP8 linear at 1..4 rows and ties at 8 (wo_b's 2048 K a CTA at 8 rows
+  // lose ~1 us); the fix-up wins at <= 8 splits up to 8 rows in the whole model.
+  int fp8_wgmma_fixup_max_rows = 8;
+  int fp8_wgmma_fixup_max_splits = 8;
+  int fp8_wgmma_fused_quant_max_rows = 4;
   // Every kernel launched as a programmatic dependent of the kernel before it on its stream (sm_90+;
   // dependent_launch.cuh, captured into graphs as programmatic edges): each kernel waits for its
   // predecessor first thing and then lets its successor's CTAs launch, so a launch overlaps the kernel

@@ -12,9 +12,14 @@
 // 32x32 weight blocks with 32-wide act blocks: each of the 4 K steps is its own partial, promoted
 // with its own scales (up to 32 tokens: 4 partial sets of registers).
 // K is split across CTAs (grid.y) by a count from (N, K) and the SM count only, never from M; the
-// split partials are summed in split order by launch_splitk_reduce. The act codes come from
-// launch_act_quant_codes (a variant quantising in the kernel's prologue was measured 2-3x slower at
-// 1..8 rows on the H200, 2026-11-30, and removed: every CTA re-quantised its rows).
+// split partials are summed in split order by launch_splitk_reduce, or (tile_flags) by the last CTA
+// of each tile in the same order (finish_splits: no reduce launch). The act codes come from
+// launch_act_quant_codes, or (fused_quant, <= 8 rows) from the same quant run by each CTA over its own
+// K range after its wait, while its weight prologue streams (no act-quant launch). An older fused
+// prologue (983c547) was 2-3x slower: it reserved shared memory for 4096 K of codes in every CTA and
+// rounded to e4m3 in software (~15 instructions an element, before the first wgmma); this one sizes the
+// codes by the CTA's K range and rounds with cvt.rn.satfinite.e4m3x2 (H200, wq_b at 8 rows: 12.2 us,
+// 18.2 with the software rounding, 12.4 with the act-quant launch).
 //
 // Layout assumptions, all confirmed by the first device run (2026-11-30: the one-tile probe under
 // compute-sanitizer, the decode shapes within 1e-3, the same bits alone and in a batch):
@@ -48,11 +53,21 @@ __device__ __forceinline__ void cp_async4_zfill(std::uint32_t dst, const void* s
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0));
 }
 
+// Two f32 already clamped to ±448 -> e4m3 codes (lo in the low byte), round to nearest even in one
+// hardware conversion: for such inputs the same codes as f32_to_e4m3 (device_formats.cuh), whose
+// software rounding costs ~15 instructions an element (the fused quant's bits test compares them).
+__device__ __forceinline__ std::uint32_t e4m3x2(float lo, float hi) {
+  std::uint16_t r;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
 }  // namespace fp8_wgmma
 
 namespace {
 
 using fp8_wgmma::cp_async4_zfill;
+using fp8_wgmma::e4m3x2;
 using skinny::weight_scale_raw;
 using skinny::weight_scale_value;
 using wgmma::fence_operands;
@@ -71,15 +86,88 @@ constexpr int kBK = 128;       // K per stage: one 128-byte swizzle row of e4m3,
 constexpr int kCtasPerSm = 2;
 constexpr int kWTile = kRowsW * kBK;  // 8 KB
 
-template <int NT, int SB>
+// Fused act quant: the 8-token tile only, at most this many 128-K blocks per CTA (codes in shared memory).
+constexpr int kFusedRows = 8;
+constexpr int kFusedMaxKBlocks = 32;
+
+template <int NT, int SB, bool FUSED>
 struct Cfg {
   // Stages of (64 weight rows + NT token rows) x 128 K: 6 at 8 tokens (5 x 8 KB of weights in flight),
-  // fewer for wider token tiles so that 4 CTAs still fit an SM (228 KB).
-  static constexpr int kStages = NT <= 8 ? 6 : NT <= 16 ? 5 : NT <= 32 ? 4 : 3;
-  static constexpr int kStage = kWTile + NT * kBK;  // multiple of 1024: tile bases stay aligned
-  static constexpr int kScales = kStages * SB * NT * 4;
-  static constexpr int kSmem = kStages * kStage + kScales + 1024;  // + alignment slack
+  // fewer for wider token tiles so that 4 CTAs still fit an SM (228 KB). Fused: a stage carries weights
+  // alone and the CTA's codes sit beside the ring, one swizzled NT x 128 tile per 128-K block of its
+  // range; 5 stages keep 4 CTAs an SM up to 1024 K per CTA (wq_b's 512 CTAs in one wave).
+  static constexpr int kStages = FUSED ? 5 : NT <= 8 ? 6 : NT <= 16 ? 5 : NT <= 32 ? 4 : 3;
+  static constexpr int kStage = kWTile + (FUSED ? 0 : NT * kBK);  // multiple of 1024: tile bases stay aligned
+  static constexpr int kXBlock = NT * kBK + SB * NT * 4;          // fused: codes + scales of one 128-K block
+  // Bytes for a CTA range of `kblocks` 128-K blocks (+ alignment slack).
+  static constexpr int smem(int kblocks) {
+    return FUSED ? kStages * kStage + kblocks * kXBlock + 1024 : kStages * kStage + kStages * SB * NT * 4 + 1024;
+  }
 };
+
+// Fused act quant (m <= NT = 8): bf16 rows [0, m) x 128-K blocks [kb0, kb0 + nk) -> e4m3 codes in the
+// swizzled NT x 128 tiles codes + b * NT * 128 and scales xs[(b * SB + sb) * NT + row]; rows m..NT-1
+// get zero codes and scales. Bit-identical to act_quant_warp_kernel's: a block's amax is order-free,
+// its scale the same power of two s in [2^-22, 2^127], v * (1 / s) == v / s exactly for such s
+// (no flush to zero in this build), and the hardware e4m3 rounding that of f32_to_e4m3. 16 threads per (row, 128-K block) with 8 elements each (an act
+// block of 32 = 4 threads), R 16-byte loads in flight per thread: 8 rows x 2048 K = two L2 round trips.
+template <int NT, int SB>
+__device__ __forceinline__ void quantise_range(const Fp8WgmmaDecodeArgs& args, int kb0, int nk, std::uint8_t* codes,
+                                               float* xs) {
+  constexpr int R = 8, kGroup = 16 / SB;  // threads per act block
+  const int tid = threadIdx.x, m = static_cast<int>(args.m), total = m * nk * 16;
+  const auto* x = static_cast<const std::uint16_t*>(args.xr.base);
+  for (int base = 0; base < total; base += kThreads * R) {
+    uint4 raw[R];
+    int row_block[R];  // row | block << 8, divided out once
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      const int idx = base + i * kThreads + tid;
+      const int row = idx / (nk * 16), b = (idx / 16) - row * nk, c = idx % 16;
+      row_block[i] = row | (b << 8);
+      raw[i] = make_uint4(0u, 0u, 0u, 0u);
+      if (idx < total)
+        raw[i] = *reinterpret_cast<const uint4*>(x + row * args.xr.stride + (kb0 + b) * kBK + c * 8);
+    }
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      if (base + i * kThreads >= total) break;  // uniform: whole rounds past the end
+      const int idx = base + i * kThreads + tid;
+      const int row = row_block[i] & 0xff, b = row_block[i] >> 8, c = idx % 16;
+      const std::uint32_t words[4] = {raw[i].x, raw[i].y, raw[i].z, raw[i].w};
+      float v[8], amax = 0.0f;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        v[e] = __uint_as_float((e % 2) ? (words[e / 2] & 0xffff0000u) : (words[e / 2] << 16));
+        amax = fmaxf(amax, fabsf(v[e]));
+      }
+      // idx runs in aligned groups of kGroup lanes per act block (total is a multiple of 16).
+#pragma unroll
+      for (int o = kGroup / 2; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+      if (idx >= total) continue;
+      // s = 2^(E - 127) with E <= 254: 1 / s by its exponent (2^-127 is subnormal: E = 254 apart).
+      const float s = fp8_block_scale(amax);
+      const std::uint32_t biased = __float_as_uint(s) >> 23;
+      const float inv = biased < 254u ? __uint_as_float((254u - biased) << 23) : __uint_as_float(0x00200000u);
+      float q[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) q[e] = fminf(fmaxf(v[e] * inv, -kE4M3MaxF), kE4M3MaxF);
+      std::uint32_t packed[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        packed[h] = e4m3x2(q[4 * h], q[4 * h + 1]) | (e4m3x2(q[4 * h + 2], q[4 * h + 3]) << 16);
+      *reinterpret_cast<uint2*>(codes + b * NT * kBK + swizzled(row, c / 2) + (c % 2) * 8) =
+          make_uint2(packed[0], packed[1]);
+      if (c % kGroup == 0) xs[(b * SB + c / kGroup) * NT + row] = s;
+    }
+  }
+  // Padded token rows: zero codes and scales (their columns are never stored; zeros keep them finite).
+  for (int i = tid; i < (NT - m) * nk * 8; i += kThreads) {
+    const int row = m + i / (nk * 8), b = (i / 8) % nk, c = i % 8;
+    *reinterpret_cast<uint4*>(codes + b * NT * kBK + swizzled(row, c)) = make_uint4(0u, 0u, 0u, 0u);
+  }
+  for (int i = tid; i < (NT - m) * nk * SB; i += kThreads) xs[(i % (nk * SB)) * NT + m + i / (nk * SB)] = 0.0f;
+}
 
 // A4: register 4j + e = (weight row 16 warp + lane / 4 + 8 (e / 2), token 8j + 2 (lane % 4) + e % 2).
 template <int NT>
@@ -104,19 +192,87 @@ __device__ __forceinline__ void store_tile(const Fp8WgmmaDecodeArgs& args, const
     }
 }
 
+// Split-K fix-up (m <= kFp8WgmmaFixupMaxRows): the tile's CTAs count in after storing their partials
+// (release: fence, then the atomic); the last one (acquire: fence after seeing the count) sums the
+// tile's partials of every split in split order from 0.0f, as launch_splitk_reduce does, and resets the
+// tile's counter for the next launch (which reads it only after its wait). The partials (other SMs
+// wrote them: __ldcg, from L2) come into shared memory in chunks of up to kFixupStage bytes, every load
+// of a chunk in flight at once (32 splits of one row: one L2 round trip), then thread i < 16 m adds
+// float4 i of each split. `smem` is the kernel's shared memory: nothing reads it after the first
+// barrier here (a static __shared__ word would pad the static area to the dynamic one's 1024-byte
+// alignment, and 4 CTAs an SM would no longer fit).
+constexpr int kFixupStage = 16 * 1024;
+
+__device__ __forceinline__ void finish_splits(const Fp8WgmmaDecodeArgs& args, std::int64_t n0, std::uint8_t* smem) {
+  int* last = reinterpret_cast<int*>(smem);
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) *last = atomicAdd(args.tile_flags + blockIdx.x, 1) == static_cast<int>(gridDim.y) - 1;
+  __syncthreads();
+  if (!*last) return;
+  __threadfence();
+  constexpr int U = kFixupStage / 16 / kThreads;  // float4 loads in flight per thread
+  auto* stage = reinterpret_cast<float4*>(smem + 16);
+  const int tid = threadIdx.x, m = static_cast<int>(args.m), splits = static_cast<int>(gridDim.y);
+  const int row_f4 = m * (kRowsW / 4);                              // float4 of one split's tile rows (<= 128)
+  const int chunk = min(splits, (kFixupStage / 16) / row_f4);       // splits per chunk
+  const int token = tid / (kRowsW / 4), c4 = tid % (kRowsW / 4);
+  float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int s0 = 0; s0 < splits; s0 += chunk) {
+    const int count = min(chunk, splits - s0) * row_f4;
+    float4 q[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int j = tid + u * kThreads, s = s0 + j / row_f4, r = j % row_f4;
+      q[u] = j < count ? __ldcg(reinterpret_cast<const float4*>(args.partial + (static_cast<std::int64_t>(s) * m +
+                                                                              r / (kRowsW / 4)) * args.n +
+                                                                n0 + (r % (kRowsW / 4)) * 4))
+                       : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      if (tid + u * kThreads < count) stage[tid + u * kThreads] = q[u];
+    __syncthreads();
+    if (tid < row_f4)
+      for (int j = tid; j < count; j += row_f4) {
+        const float4 p = stage[j];
+        v[0] += p.x;
+        v[1] += p.y;
+        v[2] += p.z;
+        v[3] += p.w;
+      }
+    __syncthreads();  // the next chunk overwrites the stage
+  }
+  if (tid < row_f4) {
+    const std::int64_t n = n0 + c4 * 4;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      if (args.out_bf16) {
+        static_cast<std::uint16_t*>(args.out)[token * args.ldo + n + e] = f32_to_bf16_bits(v[e]);
+      } else {
+        static_cast<float*>(args.out)[token * args.ldo + n + e] = v[e];
+      }
+    }
+  }
+  if (tid == 0) args.tile_flags[blockIdx.x] = 0;
+}
+
 // Grid: (N / 64, splits). CTA (x, y) computes weight rows 64x..64x+63 over 128-K blocks
 // [y * per_split, min(kb, (y + 1) * per_split)) for all m <= NT tokens. SB = scale blocks per 128-K
 // stage: 1 for V4's 128x128 weight blocks and 128-wide act blocks (the 4 wgmma K steps chain into one
 // partial), 4 for V4.1's 32x32 blocks and 32-wide act blocks (one partial per 32-K step, each scaled
-// on its own, added in ascending K).
-template <int NT, int SB>
+// on its own, added in ascending K). FUSED: the codes and scales of the CTA's whole K range are
+// quantised into shared memory after the wait (quantise_range) instead of streamed per stage.
+template <int NT, int SB, bool FUSED>
 __global__ void __launch_bounds__(kThreads) fp8_wgmma_decode_kernel(Fp8WgmmaDecodeArgs args) {
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using C = Cfg<NT, SB>;
+  using C = Cfg<NT, SB, FUSED>;
   constexpr int kStages = C::kStages;
   extern __shared__ __align__(1024) std::uint8_t smem_in[];
   std::uint8_t* smem = smem_in + ((1024 - smem_u32(smem_in) % 1024) % 1024);
-  auto* xs_s = reinterpret_cast<float*>(smem + kStages * C::kStage);  // [stage][SB][NT]
+  // Unfused: scales [stage][SB][NT]; fused: codes [block][NT x 128] (1024-aligned), then scales [block][SB][NT].
+  std::uint8_t* codes_s = smem + kStages * C::kStage;
+  auto* xs_s = reinterpret_cast<float*>(codes_s + (FUSED ? args.kblocks_per_split * NT * kBK : 0));
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const std::int64_t n0 = static_cast<std::int64_t>(blockIdx.x) * kRowsW;
@@ -176,10 +332,15 @@ __global__ void __launch_bounds__(kThreads) fp8_wgmma_decode_kernel(Fp8WgmmaDeco
   for (int sb = 0; sb < SB; ++sb) ws_raw[sb] = nk > 0 ? weight_scale_raw(args.w, ws_row + kb0 * SB + sb) : 0u;
   grid_dependency_wait();
   allow_dependents_early();
+  if constexpr (FUSED) {
+    cp_async_commit_group();  // the weight prologue streams while this CTA quantises its K range
+    quantise_range<NT, SB>(args, kb0, nk, codes_s, xs_s);  // visible to wgmma after the fence at t = 0
+  } else {
 #pragma unroll
-  for (int s = 0; s < kStages - 1; ++s)
-    if (s < nk) load_acts(s, kb0 + s);
-  cp_async_commit_group();
+    for (int s = 0; s < kStages - 1; ++s)
+      if (s < nk) load_acts(s, kb0 + s);
+    cp_async_commit_group();
+  }
   for (int t = 0; t < nk; ++t) {
     if (t == 0) {
       cp_async_wait_group<0>();
@@ -190,7 +351,7 @@ __global__ void __launch_bounds__(kThreads) fp8_wgmma_decode_kernel(Fp8WgmmaDeco
     __syncthreads();                     // everyone's copies; everyone is done with stage t - 1
     if (t + kStages - 1 < nk) {
       load_weights((t + kStages - 1) % kStages, kb0 + t + kStages - 1);
-      load_acts((t + kStages - 1) % kStages, kb0 + t + kStages - 1);
+      if constexpr (!FUSED) load_acts((t + kStages - 1) % kStages, kb0 + t + kStages - 1);
     }
     cp_async_commit_group();
     std::uint32_t ws_next[SB];
@@ -200,7 +361,7 @@ __global__ void __launch_bounds__(kThreads) fp8_wgmma_decode_kernel(Fp8WgmmaDeco
 
     const int stage = t % kStages;
     const std::uint32_t a_addr = smem_u32(smem + stage * C::kStage);
-    const std::uint32_t b_addr = a_addr + kWTile;
+    const std::uint32_t b_addr = FUSED ? smem_u32(codes_s + t * NT * kBK) : a_addr + kWTile;
 #pragma unroll
     for (int sb = 0; sb < SB; ++sb) fence_operands(d[sb]);
     wgmma_fence();
@@ -218,7 +379,7 @@ __global__ void __launch_bounds__(kThreads) fp8_wgmma_decode_kernel(Fp8WgmmaDeco
 #pragma unroll
     for (int sb = 0; sb < SB; ++sb) {
       const float ws = weight_scale_value(args.w, ws_raw[sb]);
-      const float* xs = xs_s + (stage * SB + sb) * NT;
+      const float* xs = xs_s + ((FUSED ? t : stage) * SB + sb) * NT;
 #pragma unroll
       for (int j = 0; j < NT / 8; ++j)
 #pragma unroll
@@ -230,18 +391,20 @@ __global__ void __launch_bounds__(kThreads) fp8_wgmma_decode_kernel(Fp8WgmmaDeco
   cp_async_wait_group<0>();
 
   store_tile<NT>(args, acc, n0);
+  if constexpr (NT == 8)  // (the host takes the fix-up up to 8 rows: wider tiles keep their registers)
+    if (args.partial != nullptr && args.tile_flags != nullptr && m <= kFp8WgmmaFixupMaxRows) finish_splits(args, n0, smem);
 #else
   __trap();
 #endif
 }
 
-template <int NT, int SB>
+template <int NT, int SB, bool FUSED = false>
 void launch_nt(const Fp8WgmmaDecodeArgs& args, int splits, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(args.n / kRowsW), static_cast<unsigned>(splits));
-  constexpr int smem = Cfg<NT, SB>::kSmem;
+  const int smem = Cfg<NT, SB, FUSED>::smem(args.kblocks_per_split);
   // Per call, not cached: the attribute belongs to the current device, and setting it is cheap.
-  cudaFuncSetAttribute(fp8_wgmma_decode_kernel<NT, SB>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  launch_chained(fp8_wgmma_decode_kernel<NT, SB>, grid, dim3(kThreads), smem, stream, args);
+  cudaFuncSetAttribute(fp8_wgmma_decode_kernel<NT, SB, FUSED>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  launch_chained(fp8_wgmma_decode_kernel<NT, SB, FUSED>, grid, dim3(kThreads), smem, stream, args);
 }
 
 }  // namespace
@@ -257,12 +420,24 @@ int fp8_wgmma_decode_splits(std::int64_t n, std::int64_t k, int sm_count) {
   return static_cast<int>(splits);
 }
 
+bool fp8_wgmma_fused_quant_fits(const DevRows& x, std::int64_t k, int splits) {
+  const std::int64_t kb = k / kBK, per_split = (kb + splits - 1) / std::max(splits, 1);
+  return x.rows >= 1 && x.rows <= kFusedRows && x.bf16 && x.width == k && k % kBK == 0 &&
+         reinterpret_cast<std::uintptr_t>(x.base) % 16 == 0 && x.stride % 8 == 0 && per_split <= kFusedMaxKBlocks;
+}
+
 void launch_fp8_wgmma_decode(const Fp8WgmmaDecodeArgs& args, int splits, cudaStream_t stream) {
   if (args.m <= 0 || args.n <= 0) return;
   Fp8WgmmaDecodeArgs a = args;
   const int kb = static_cast<int>(args.k / kBK);
   a.kblocks_per_split = (kb + splits - 1) / splits;
-  if (args.scale_block == 32) {  // V4.1: up to kFp8WgmmaMaxRowsBlock32 rows (4 partials per thread)
+  if (args.fused_quant) {  // fp8_wgmma_fused_quant_fits: m <= 8
+    if (args.scale_block == 32) {
+      launch_nt<8, 4, true>(a, splits, stream);
+    } else {
+      launch_nt<8, 1, true>(a, splits, stream);
+    }
+  } else if (args.scale_block == 32) {  // V4.1: up to kFp8WgmmaMaxRowsBlock32 rows (4 partials per thread)
     if (args.m <= 8) {
       launch_nt<8, 4>(a, splits, stream);
     } else if (args.m <= 16) {

@@ -242,11 +242,24 @@ struct Fp8WgmmaDecodeArgs {
   std::int64_t ldo = 0;
   int out_bf16 = 0;
   float* partial = nullptr;  // [splits][m][n] f32 when splits > 1 (the caller runs launch_splitk_reduce)
+  // With partial and m <= kFp8WgmmaFixupMaxRows: one zeroed counter per 64-row tile (>= n / 64). The
+  // last CTA of a tile to finish sums the tile's split partials in split order (launch_splitk_reduce's
+  // order) and resets its counter, so no reduce launch follows. Null: the caller runs launch_splitk_reduce.
+  int* tile_flags = nullptr;
+  // fused_quant (m <= 8, fp8_wgmma_fused_quant_fits): x and xs are unused; each CTA quantises its own
+  // K range of the bf16 rows xr into shared memory after its wait (codes and scales bit-identical to
+  // launch_act_quant_codes), so no act-quant launch precedes it.
+  DevRows xr;
+  int fused_quant = 0;
   int kblocks_per_split = 0;  // set by launch_fp8_wgmma_decode
 };
+constexpr int kFp8WgmmaFixupMaxRows = 8;
+// Whether fused_quant may be set for these rows with this many K splits (m <= 8, 16-byte aligned bf16
+// rows, at most 4096 K per CTA).
+bool fp8_wgmma_fused_quant_fits(const DevRows& x, std::int64_t k, int splits);
 int fp8_wgmma_decode_splits(std::int64_t n, std::int64_t k, int sm_count);
-// Chained to the stream's previous kernel (the act quant; dependent_launch.cuh) like every kernel: its
-// CTAs stream their first weight stages before they wait for it.
+// Chained to the stream's previous kernel (the act quant, or with fused_quant whatever wrote x;
+// dependent_launch.cuh) like every kernel: its CTAs stream their first weight stages before they wait.
 void launch_fp8_wgmma_decode(const Fp8WgmmaDecodeArgs& args, int splits, cudaStream_t stream);
 // Grouped fp4 GEMM with 16-byte weight loads (moe_fp4_kernels.cu): ue8m0 weight scales whose rows
 // start 4-byte aligned, K % 128 == 0, act_block == 128; items of <= kSkinnyRowsMid rows. grid_y = max
