@@ -647,20 +647,21 @@ int main(int argc, char** argv) {
       mma.moe_fp4_wgmma = false;
       auto mma_sync = make_cuda_backend(mma);
       paths.push_back({"mma.sync", mma_sync.get()});
-      // Session 9's pieces switched off one by one ('session 8' = all of them off: one sum over K, the
-      // whole prologue after the wait, the 1024-thread sort).
+      // Session 9's pieces switched off one by one ('session 8' = all of them off: the whole prologue
+      // after the wait, the 1024-thread sort) and the K order in two halves (split over CTAs at one
+      // token, else walked; 'walked': always).
       struct Variant {
         const char* label;
         const char* options;  // CudaBackendOptions assignments (set_cuda_option)
       };
       std::vector<std::unique_ptr<Backend>> variants;
       for (const Variant& v :
-           {Variant{"one K sum", "moe_fp4_wgmma_ksplit=1"},
-            Variant{"K halves walked", "moe_fp4_wgmma_split_ctas=0"},
+           {Variant{"K halves", "moe_fp4_wgmma_ksplit=2"},
+            Variant{"K halves walked", "moe_fp4_wgmma_ksplit=2,moe_fp4_wgmma_split_ctas=0"},
             Variant{"no early prologue", "moe_fp4_wgmma_early=0"},
             Variant{"no early w2 launch", "moe_fp4_wgmma_early_w2=0"},
             Variant{"1024-thread sort", "moe_sort_small=0"},
-            Variant{"session 8", "moe_fp4_wgmma_ksplit=1,moe_fp4_wgmma_early=0,moe_sort_small=0"}}) {
+            Variant{"session 8", "moe_fp4_wgmma_early=0,moe_sort_small=0"}}) {
         CudaBackendOptions o;
         std::string list = v.options;
         for (std::size_t at = 0; at < list.size();) {

@@ -35,15 +35,16 @@ Tensor decode_run_twice(Backend& b, const PrefillStep& in, const PrefillExperts&
   return first;
 }
 
-// K order in two halves (the default) against the CPU and against one sum over K (within the MoE bound:
+// K order in two halves (moe_fp4_wgmma_ksplit = 2) against the CPU and against one sum over K (within the MoE bound:
 // only the order differs), and bit for bit against the halves always walked by one CTA (the default
 // splits them over two CTAs at one token), each repeating its bits, at items of 8 / 16 (register-A form)
 // and 32 (shared-memory form). Shapes: V4-Flash's (both GEMMs split), dim 512 / inter 384 (w1 / w3 split, w2's
 // three K tiles not), and odd tile counts (neither splits); act block 32 (V4.1) at items of 8 / 16.
 TEST(CudaParity, MoeDecodeKHalvesMatchCpuAndGiveTheSameBitsSplitOrWalked) {
   DEEPINFER_REQUIRE_GPU();
-  const std::unique_ptr<Backend> split = decode_backend(""), whole = decode_backend("moe_fp4_wgmma_ksplit=1");
-  const std::unique_ptr<Backend> walked = decode_backend("moe_fp4_wgmma_split_ctas=0");
+  const std::unique_ptr<Backend> split = decode_backend("moe_fp4_wgmma_ksplit=2");
+  const std::unique_ptr<Backend> whole = decode_backend("moe_fp4_wgmma_ksplit=1");
+  const std::unique_ptr<Backend> walked = decode_backend("moe_fp4_wgmma_ksplit=2,moe_fp4_wgmma_split_ctas=0");
   struct Shape3 {
     int experts, k;
     std::int64_t dim, inter;
@@ -76,7 +77,7 @@ TEST(CudaParity, MoeDecodeKHalvesMatchCpuAndGiveTheSameBitsSplitOrWalked) {
 TEST(CudaParity, MoeDecodeKHalvesKeepATokensBitsAloneAndInABatch) {
   DEEPINFER_REQUIRE_GPU();
   constexpr std::int64_t kDim = 4096, kInter = 2048;
-  const std::unique_ptr<Backend> b = decode_backend("");
+  const std::unique_ptr<Backend> b = decode_backend("moe_fp4_wgmma_ksplit=2");
   const PrefillExperts ex = prefill_fp4_experts(8, kDim, kInter, 2300);
   const MoeOptions options{10.0f, 128, DType::kBF16};
   for (std::int64_t batch : {16, 32}) {

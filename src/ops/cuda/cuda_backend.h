@@ -118,19 +118,24 @@ struct CudaBackendOptions {
   // scales) before its griddepcontrol.wait, the activations after it: the w1/w3 GEMM's weights stream
   // while the act quant runs, the w2 GEMM's while the SwiGLU runs. moe_fp4_wgmma_early_w2: the SwiGLU
   // also lets the w2 GEMM's CTAs launch before its own wait, so they take the SMs the w1/w3 GEMM's last
-  // CTAs free. Same bits either way. (Measurements: PERFORMANCE_CUDA_OPS.md, session 9 "experts".)
+  // CTAs free. Same bits either way. H200, moe_experts() at one token: 48.5 us with both off (and the
+  // 1024-thread sort) -> 43.5 with both on; off one at a time (K halves on): 46.0 / 43.5 vs 41.7 us;
+  // from 8 tokens up within +-2% (docs/PERFORMANCE_CUDA_OPS.md, session 9 "experts").
   bool moe_fp4_wgmma_early = true;
   bool moe_fp4_wgmma_early_w2 = true;
   // 2: that kernel's K order in two halves where K / 128 is even (each summed from 0, then added) —
   // a function of the weight shape alone, so a token keeps its bits in any batch; 1: one sum over K (the
-  // session-8 bits). moe_fp4_wgmma_split_ctas: a launch whose unsplit grid would be one partial wave of
-  // items of 8 (V4-Flash at one token) runs each half in its own CTA (6 CTAs an SM instead of 3), the
-  // SwiGLU / combine adding the halves' f32 partials; larger grids walk both halves in one CTA (the same
-  // sums; two CTAs per tile measured 4-18% slower from 8 tokens up).
-  int moe_fp4_wgmma_ksplit = 2;
+  // session-8 bits). moe_fp4_wgmma_split_ctas: with 2, a launch whose unsplit grid would be one partial
+  // wave of items of 8 (V4-Flash at one token) runs each half in its own CTA (6 CTAs an SM instead of 3),
+  // the SwiGLU / combine adding the halves' f32 partials; larger grids walk both halves in one CTA (the
+  // same sums). H200, whole moe_experts() op at 1 / 8 / 32 / 128 / 512 tokens (2026-11-30, session 9):
+  // 2 = 41.7 / 202.2 / 550.3 / 1001.1 / 1562.1 us, 1 = 43.5 / 197.4 / 536.3 / 977.5 / 1454.3 (two CTAs
+  // per tile at every T: 4-18% slower from 8 tokens up), so 1 until the walked form costs nothing.
+  int moe_fp4_wgmma_ksplit = 1;
   bool moe_fp4_wgmma_split_ctas = true;
   // moe_experts' device sort of <= 256 (token, expert) pairs in one 256-thread block instead of 1024
-  // threads (a decode step's few pairs: a quarter of the barrier width and shared counters). Same outputs.
+  // threads (a decode step's few pairs: a quarter of the barrier width and shared counters). Same outputs;
+  // moe_experts() at one token 42.4 -> 41.7 us (H200, session 9).
   bool moe_sort_small = true;
   // Prefill: fp4 experts with at least this many rows per expert on average (0 = off) go through the
   // grouped GEMM that widens each weight tile to bf16 once per 128-row item (moe_prefill_kernels.cu,

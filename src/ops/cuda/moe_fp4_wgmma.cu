@@ -16,7 +16,9 @@
 // the low nibble of byte b (quantize_fp4), widened exactly to e4m3 (skinny::e2m1x4_to_e4m3x4).
 // Other forms (a plain launch without carveout or prefetch, 4 / 6 stages, streamed scales, K chunks with
 // a split, a programmatic-dependent launch) were measured slower or within noise and deleted (session 6;
-// docs/PERFORMANCE_CUDA_OPS.md has their numbers).
+// docs/PERFORMANCE_CUDA_OPS.md has their numbers). Session 9: the register-A prologue before
+// griddepcontrol.wait (EARLY, on) and an optional K order in two halves (args.k_ranges, off by default:
+// split over CTAs it takes 4% off one token's MoE, walked by one CTA it costs 2-7% from 8 tokens up).
 #include <type_traits>
 
 #include "ops/cuda/dependent_launch.cuh"
@@ -785,7 +787,9 @@ void launch_kernel(Kernel kernel, int smem, const SkinnyGemmArgs& args, int grid
 // 32 or 16 stages each, one partial wave) is bound by each CTA's bytes in flight, not by the SM's
 // issue slots: 8-row items there keep 10 stages (8 ahead, 32 KB) at 3 CTAs an SM. The launch's grid
 // over-counts the live CTAs (max items has slack for items split at group boundaries), hence the
-// bound of 4 launched CTAs an SM (7 stages at 4 CTAs an SM measured slower than either).
+// bound of 4 launched CTAs an SM (7 stages at 4 CTAs an SM measured slower than either). With K in
+// two halves (k_ranges 2) such a grid splits them over CTAs instead (kSplitCtasPerSm: 5 stages, 36 KB,
+// 80 registers).
 constexpr int kDeepStages = 10;
 constexpr int kDeepCtasPerSm = 3;
 constexpr int kDeepMaxLaunchedPerSm = 4;
