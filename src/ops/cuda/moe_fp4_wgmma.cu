@@ -18,7 +18,8 @@
 // a split, a programmatic-dependent launch) were measured slower or within noise and deleted (session 6;
 // docs/PERFORMANCE_CUDA_OPS.md has their numbers). Session 9: the register-A prologue before
 // griddepcontrol.wait (EARLY, on) and an optional K order in two halves (args.k_ranges, off by default:
-// split over CTAs it takes 4% off one token's MoE, walked by one CTA it costs 2-7% from 8 tokens up).
+// split over CTAs it took 4% off one token's MoE; walked by one CTA it cost 2-7% from 8 tokens up with a
+// per-stage test, since replaced by two loops: not yet re-measured).
 #include <type_traits>
 
 #include "ops/cuda/dependent_launch.cuh"
@@ -382,7 +383,7 @@ __global__ void __launch_bounds__(kThreads) moe_fp4_wgmma_kernel(SkinnyGemmArgs 
   wg::fence_proxy_async();
   __syncthreads();
 
-  for (int kt = 0; kt < ktiles; ++kt) {
+  auto stage = [&](int kt) {
     // The stage of kt - 1 is free: its raw tile was widened before kt - 1's wgmma, which is done.
     if (kt + kStages - 1 < ktiles) load_tile((kt + kStages - 1) % kStages, kt + kStages - 1);
     cp_async_commit_group();
@@ -402,15 +403,20 @@ __global__ void __launch_bounds__(kThreads) moe_fp4_wgmma_kernel(SkinnyGemmArgs 
     }
     wg::wgmma_wait_all();
     for (auto& p : part) wg::fence_operands(p);
-    if constexpr (WALK) {
-      if (kt == ktiles / 2) start_second_range(lo, acc);
-    }
     scale_partials<NT, PK>(acc, part, smem + L::kWs, t.wstride, t.r_lo, kt,
                        reinterpret_cast<const float*>(smem + L::kXs + (kt % kStages) * NT * 4));
     wg::fence_proxy_async();  // this thread's cp.async and widened rows, for the next wgmma
     __syncthreads();
+  };
+  // WALK: the second K range restarts the sum between two loops (no per-stage test: the loop bodies
+  // stay the one-range kernel's).
+  const int mid = WALK ? ktiles / 2 : ktiles;
+  for (int kt = 0; kt < mid; ++kt) stage(kt);
+  if constexpr (WALK) {
+    start_second_range(lo, acc);
+    for (int kt = mid; kt < ktiles; ++kt) stage(kt);
+    join_ranges(lo, acc);
   }
-  if constexpr (WALK) join_ranges(lo, acc);
   finish_cta<NT>(args, acc, t);
 #else
   __trap();
@@ -722,9 +728,6 @@ __global__ void __launch_bounds__(kThreads, MINB) moe_fp4_wgmma_rega_kernel(Skin
     const std::uint8_t* ws = smem + ws_at + 4 * kt;
     const std::uint32_t sw_lo = *reinterpret_cast<const std::uint32_t*>(ws);
     const std::uint32_t sw_hi = *reinterpret_cast<const std::uint32_t*>(ws + ws_hi);
-    if constexpr (WALK) {
-      if (kt == ktiles / 2) start_second_range(lo, acc);
-    }
     if (special) {
       rega_scale<NT, KB, PK ? 2 : 1>(acc, part, sw_lo, sw_hi, sx);
     } else {
@@ -761,7 +764,15 @@ __global__ void __launch_bounds__(kThreads, MINB) moe_fp4_wgmma_rega_kernel(Skin
     cur = cur + L::kSlot == S * L::kSlot ? 0 : cur + L::kSlot;
   };
   stage(0, std::true_type{});
-  for (int kt = 1; kt < ktiles; ++kt) stage(kt, std::false_type{});
+  // WALK: stage(kt) scales stage kt - 1, so the second K range (from ktiles / 2) restarts the sum
+  // between two loops, before stage(ktiles / 2 + 1) (no per-stage test: the loop bodies stay the
+  // one-range kernel's).
+  const int mid = WALK ? ktiles / 2 + 1 : ktiles;
+  for (int kt = 1; kt < mid; ++kt) stage(kt, std::false_type{});
+  if constexpr (WALK) {
+    start_second_range(lo, acc);
+    for (int kt = mid; kt < ktiles; ++kt) stage(kt, std::false_type{});
+  }
   scale(ktiles - 1);
   if constexpr (WALK) join_ranges(lo, acc);
   finish_cta<NT>(args, acc, t);
