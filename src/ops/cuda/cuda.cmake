@@ -11,7 +11,7 @@ set(ops_cuda_sources
   cuda/moe_kernels.cu cuda/random_fill_kernels.cu cuda/fp8_skinny_kernels.cu
   cuda/moe_fp4_kernels.cu cuda/skinny_bf16_kernels.cu cuda/fp8_decode_kernels.cu cuda/moe_prefill_kernels.cu cuda/indexer_mma_kernels.cu cuda/mhc_prefill_kernels.cu cuda/moe_prefill_wgmma.cu
   cuda/fp8_wgmma_decode.cu
-  cuda/moe_fp4_wgmma.cu
+  cuda/moe_fp4_wgmma.cu cuda/moe_fp4_wgmma_smem.cu
   cuda/moe_prefill_fp8_wgmma.cu
   cuda/grouped_fp8_wgmma.cu)
 if(DEEPINFER_HAVE_CUDA)

@@ -3,7 +3,7 @@
 // multiplies fp8 natively. Each CTA (one warpgroup) owns 64 weight rows of one expert for one item.
 // fp4 tiles stream in through a cp.async ring; the item's act-quant e4m3 rows are B (N = 8 / 16 / 32
 // tokens). Items of 32 rows: the fp4 tile is widened once into 128-byte-swizzled K-major e4m3 (the A
-// operand) in shared memory. Items of <= 16 rows ("register-A form", below): each thread converts its own
+// operand) in shared memory (moe_fp4_wgmma_smem.cu). Items of <= 16 rows ("register-A form", below): each thread converts its own
 // A fragment into registers instead (17-20% faster at 8..128 tokens, same bits; PERFORMANCE_CUDA_OPS.md).
 // By default both forms take K-permuted operands (below: ldmatrix fragments, fp4 widened to 2^-6-scaled
 // e4m3 by shifts); CudaBackendOptions::moe_fp4_wgmma_permuted = false keeps the unpermuted ones.
@@ -22,163 +22,12 @@
 // per-stage test, since replaced by two loops: not yet re-measured).
 #include <type_traits>
 
-#include "ops/cuda/dependent_launch.cuh"
-#include "ops/cuda/device_formats.cuh"
-#include "ops/cuda/kernels.h"
-#include "ops/cuda/mma_sync.cuh"
-#include "ops/cuda/skinny_mma.cuh"
-#include "ops/cuda/wgmma_sm90.cuh"
+#include "ops/cuda/moe_fp4_wgmma.cuh"
 
 namespace deepinfer::ops::cuda {
 namespace {
 
-using skinny::e2m1x4_to_e4m3x4;
-namespace wg = wgmma;
-
-constexpr int kThreads = 128;         // one warpgroup
-constexpr int kRows = 64;             // weight rows per CTA: wgmma's M
-constexpr int kBK = 128;              // K per stage: one act-scale block, four ue8m0 weight blocks, one swizzle row
-constexpr int kRawRow = kBK / 2;      // fp4 bytes of one weight row per stage
-constexpr int kRawTile = kRows * kRawRow;  // 4 KB
-constexpr int kATile = kRows * kBK;        // 8 KB of widened e4m3 (two, alternating)
-constexpr int kStages = 5;                 // cp.async ring depth (tuning knob: bytes in flight per CTA)
-
-// Shared row stride of the ue8m0 scales (K / 32 bytes + 16: the 8 rows a warp reads at once fall in
-// 8 different banks; 16-byte aligned for cp.async).
-__host__ __device__ constexpr int ws_stride(std::int64_t k) { return static_cast<int>(k / 32) + 16; }
-
-// Shared memory of one CTA (every wgmma tile 1024-byte aligned: the 128-byte swizzle is a function of
-// the address bits 4-9, so a tile must start on a 1024-byte boundary for the descriptor's base offset 0).
-// e4m3 activation rows of one stage (both forms).
-template <int NT>
-constexpr int b_tile_bytes() { return NT * kBK < 1024 ? 1024 : NT * kBK; }
-
-template <int NT>
-struct Layout {
-  static constexpr int kBTile = b_tile_bytes<NT>();
-  static constexpr int kA = 0;
-  static constexpr int kRaw = kA + 2 * kATile;
-  static constexpr int kB = kRaw + kStages * kRawTile;
-  static constexpr int kXs = kB + kStages * kBTile;               // f32 act scales, NT per stage
-  static constexpr int kWs = kXs + kStages * NT * 4;              // ue8m0 weight scales: 64 rows x ws_stride(K)
-  static int bytes(std::int64_t k) { return kWs + kRows * ws_stride(k) + 1024; }  // + alignment slack
-};
-
-template <typename = void>  // (a template: no unused-function warning where only sm_90a uses it)
-__device__ __forceinline__ void cp_async4(std::uint32_t dst, const void* src) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src) : "memory");
-}
-
-// The dynamic shared memory's first 1024-byte boundary (its size has 1024 bytes of slack for this).
-template <typename = void>
-__device__ __forceinline__ std::uint8_t* align1024(std::uint8_t* p) {
-  return p + ((1024 - smem_u32(p) % 1024) % 1024);
-}
-
-// One CTA's work: 64 weight rows (n0 ..) of one expert for the item's rows row0 .. row0 + mrows - 1,
-// over K split blockIdx.x % args.k_splits (K tiles kt0 .. kt0 + ktiles - 1; the CTA's tile counter kt
-// runs from 0, its pointers start at kt0).
-struct CtaTile {
-  const std::uint8_t* w_bytes;  // fp4 row n0 of the expert's weight, at K tile kt0
-  const std::uint8_t* scale;    // its ue8m0 scale row n0 at K tile kt0, rows scale_ld bytes apart
-  std::int64_t scale_ld;
-  std::int64_t row0, n0;
-  int mrows, ktiles, wstride, kt0;
-  int r_lo;  // this thread's accumulator rows r_lo, r_lo + 8 of the tile
-};
-
-// The K each CTA covers (args.k / args.k_splits): the shared-memory size and scale-table stride.
-inline std::int64_t cta_k(const SkinnyGemmArgs& args) { return args.k / args.k_splits; }
-
-// The CTA's tile; the item's activation rows (rows past it: -1) into rows_s, and the tile's ue8m0
-// weight scales into ws (cp.async, in the caller's first group: 16-byte copies where rows allow, else
-// 4-byte ones). The caller's __syncthreads publishes rows_s.
-template <int NT>
-__device__ __forceinline__ CtaTile begin_tile(const SkinnyGemmArgs& args, std::int32_t* rows_s, std::uint8_t* ws) {
-  const int4 item = __ldcg(args.items + blockIdx.y);  // (L2: the early form reads it before its wait)
-  const DevWeight w = args.tables[blockIdx.z][item.x];
-  const int tid = threadIdx.x;
-  CtaTile t;
-  t.ktiles = static_cast<int>(args.k / kBK) / args.k_splits;
-  t.kt0 = static_cast<int>(blockIdx.x) % args.k_splits * t.ktiles;
-  t.row0 = item.y;
-  t.mrows = item.z;
-  t.n0 = static_cast<std::int64_t>(blockIdx.x / args.k_splits) * kRows;
-  t.w_bytes = static_cast<const std::uint8_t*>(w.data) + t.n0 * (args.k / 2) + t.kt0 * kRawRow;
-  t.wstride = ws_stride(args.k / args.k_splits);
-  t.r_lo = (tid / 32) * 16 + (tid % 32) / 4;
-  for (int c = tid; c < NT; c += kThreads) {
-    const std::int64_t row = t.row0 + c;
-    rows_s[c] = c < t.mrows ? static_cast<std::int32_t>(args.x_rows ? __ldcg(args.x_rows + row) : row) : -1;
-  }
-  const auto* scale = static_cast<const std::uint8_t*>(w.scale);
-  t.scale = scale + t.n0 * w.scale_ld + t.kt0 * 4;
-  t.scale_ld = w.scale_ld;
-  const int scols = t.ktiles * 4;
-  const bool wide = scols % 16 == 0 && w.scale_ld % 16 == 0 && reinterpret_cast<std::uintptr_t>(t.scale) % 16 == 0;
-  const int piece = wide ? 16 : 4, pieces = scols / piece;
-  for (int idx = tid; idx < kRows * pieces; idx += kThreads) {
-    const int r = idx / pieces, c = idx % pieces;
-    const std::uint32_t dst = smem_u32(ws + r * t.wstride + c * piece);
-    const std::uint8_t* src = t.scale + r * w.scale_ld + c * piece;
-    if (wide) {
-      cp_async16_zfill(dst, src, true);
-    } else {
-      cp_async4(dst, src);
-    }
-  }
-  return t;
-}
-
-// One stage's B operand (shared-memory form): NT swizzled e4m3 activation rows of K tile kt (rows past
-// the item zero-filled) and their act scales (act block 128: one per row).
-template <int NT>
-__device__ __forceinline__ void load_acts(const SkinnyGemmArgs& args, const std::int32_t* rows_s, std::uint8_t* b,
-                                          float* xs, int kt) {
-  const int tid = threadIdx.x;
-  for (int idx = tid; idx < NT * 8; idx += kThreads) {
-    const int r = idx / 8, c = idx % 8;
-    const std::int32_t src = rows_s[r];
-    const std::uint8_t* g = src >= 0 ? args.x + src * args.ldx + kt * kBK + c * 16 : args.x;
-    cp_async16_zfill(smem_u32(b + wg::swizzled(r, c)), g, src >= 0);
-  }
-  if (tid < NT) {
-    const std::int32_t src = rows_s[tid];
-    if (src >= 0) {
-      cp_async4(smem_u32(xs + tid), args.xs + static_cast<std::int64_t>(kt) * args.xs_ld + src);
-    } else {
-      xs[tid] = 0.0f;
-    }
-  }
-}
-
-// ---- K-permuted fp4 (CudaBackendOptions::moe_fp4_wgmma_permuted) ----------------------------------
-// Inside each 32-K block the wgmma's K position p holds element 2p (p < 16) or 2(p - 16) + 1 of the
-// block, for BOTH operands: the act codes arrive written so (act quant and SwiGLU codes: their
-// k_permuted flag), the fp4 bytes are read as stored. A thread's 4 fp4 bytes of a row and step are then
-// one aligned word (elements 8q .. 8q + 7: its low nibbles are K 4q .., its high nibbles K 16 + 4q ..),
-// so ldmatrix hands every thread its words (2 per stage and thread instead of 16 loads and 8 byte
-// selects). Each product and 32-K partial is the same set as unpermuted; only the order inside the
-// tensor core's 32-K sum differs, as between the wgmma and mma.sync kernels.
-// The e4m3 operand is the fp4 code scaled by 2^-6: code c (magnitude bits e1 e0 m) shifted to bits 2-4
-// of the byte is exactly 2^-6 x its e2m1 value as e4m3 (e2m1 subnormal 0.5 -> e4m3 subnormal 2^-7,
-// normals 2^(e-1)(1 + m/2) -> 2^(e-7)(1 + m/2)), the sign to bit 7: 6 instructions for 8 elements
-// and no table. Partials come out 2^-6 x (exact power-of-two scaling); the weight scales carry the 64
-// back (their codes + 6 in the CTA's table, see special_scale_codes).
-
-// 8 e2m1 (element 2b in the low nibble of byte b) -> 8 scaled e4m3: .x = the low nibbles (elements 0, 2,
-// 4, 6), .y = the high nibbles (1, 3, 5, 7). Bits 2-4 of a byte from the shifted word, bit 7 from the
-// nibble's sign; every other bit of `sign` (and its shift) falls inside bits 2-4, which it does not feed.
-// (One lop3 each, (a & 0x1c1c1c1c) | (b & ~0x1c1c1c1c): written as C, ptxas splits it into a mask and an
-// or with a second constant, 7 instructions instead of 6.)
-template <typename = void>
-__device__ __forceinline__ uint2 e2m1x8_to_e4m3x8_scaled(std::uint32_t w) {
-  const std::uint32_t sign = w & 0x88888888u;
-  uint2 e;
-  asm("lop3.b32 %0, %1, %2, 0x1c1c1c1c, 0xe4;" : "=r"(e.x) : "r"(w << 2), "r"(sign << 4));
-  asm("lop3.b32 %0, %1, %2, 0x1c1c1c1c, 0xe4;" : "=r"(e.y) : "r"(w >> 2), "r"(sign));
-  return e;
-}
+using namespace moe_fp4;
 
 // The A fragments of one stage, K-permuted: a[s][h] / a[s][2 + h] = the low / high nibbles of the
 // thread's word of row r_lo + 8h, step s. Two ldmatrix.x4: matrix j of load p is (row half j % 2, step
@@ -207,229 +56,13 @@ __device__ __forceinline__ float scaled_fma(float part, std::uint8_t code, float
                      : fmaf(part * 64.0f, ue8m0_to_f32(code) * sx, acc);
 }
 
-// acc += each 32-K partial of stage kt x (ue8m0 weight scale x act block scale), in ascending K (fmaf,
-// as skinny_fp4_wide_kernel does per 32-K step). Rows r_lo and r_lo + 8: one scale word each (byte s =
-// K step s).
-template <int NT, bool PK, int R>
-__device__ __forceinline__ void scale_partials(float (&acc)[R], const float (&part)[4][R], const std::uint8_t* ws,
-                                               int wstride, int r_lo, int kt, const float* xs) {
-  const int lane = threadIdx.x % 32;
-  const std::uint32_t sw_lo = *reinterpret_cast<const std::uint32_t*>(ws + r_lo * wstride + kt * 4);
-  const std::uint32_t sw_hi = *reinterpret_cast<const std::uint32_t*>(ws + (r_lo + 8) * wstride + kt * 4);
-#pragma unroll
-  for (int s = 0; s < 4; ++s) {
-    // Per row and step, not per element: the scale, and for K-permuted (scaled) partials scaled_fma's two
-    // exact forms as (pre, sw): codes <= 248 give (1, scale x 2^6), others (2^6, scale) — part x 1 is
-    // part, so each element gets scaled_fma's bits in 3 instructions instead of the per-element decode.
-    float sw[2], pre[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const auto code = static_cast<std::uint8_t>((h != 0 ? sw_hi : sw_lo) >> (8 * s));
-      const float u = ue8m0_to_f32(code);
-      const bool plain = !PK || code <= 248;
-      pre[h] = plain ? 1.0f : 64.0f;
-      sw[h] = PK && plain ? u * 64.0f : u;
-    }
-#pragma unroll
-    for (int j = 0; j < NT / 8; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float sx = xs[j * 8 + (lane % 4) * 2 + (e % 2)];
-        if constexpr (PK) {
-          acc[4 * j + e] = fmaf(part[s][4 * j + e] * pre[e / 2], sw[e / 2] * sx, acc[4 * j + e]);
-        } else {
-          acc[4 * j + e] = fmaf(part[s][4 * j + e], sw[e / 2] * sx, acc[4 * j + e]);
-        }
-      }
-  }
-}
-
-// The tile's outputs: (weight row n0 + r_lo (+ 8), token col) of the item, f32 or bf16.
-template <int NT, int R>
-__device__ __forceinline__ void store_tile(const SkinnyGemmArgs& args, const float (&acc)[R], const CtaTile& t) {
-  const int lane = threadIdx.x % 32;
-  void* out = args.out[blockIdx.z];
-  // split s's partial sums: s x split_stride elements on (recomputed here: no register kept over the loop)
-  const std::int64_t at0 = static_cast<std::int64_t>(blockIdx.x) % args.k_splits * args.split_stride;
-#pragma unroll
-  for (int j = 0; j < NT / 8; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int col = j * 8 + (lane % 4) * 2 + (e % 2);  // token of the item
-      if (col >= t.mrows) continue;
-      const std::int64_t n = t.n0 + t.r_lo + 8 * (e / 2);
-      const std::int64_t row = t.row0 + col;
-      if (args.out_bf16) {
-        static_cast<std::uint16_t*>(out)[at0 + row * args.ldo + n] = f32_to_bf16_bits(acc[4 * j + e]);
-      } else {
-        static_cast<float*>(out)[at0 + row * args.ldo + n] = acc[4 * j + e];
-      }
-    }
-}
-
-// A kernel's end: the ring's last copies drained, then its outputs.
-template <int NT, int R>
-__device__ __forceinline__ void finish_cta(const SkinnyGemmArgs& args, const float (&acc)[R], const CtaTile& t) {
-  cp_async_wait_group<0>();
-  store_tile<NT>(args, acc, t);
-}
-
-// K order in two ranges walked by one CTA (the kernels' WALK: args.k_ranges = 2, k_splits = 1): at the
-// second range's first stage the first range's sum moves to `lo` and acc restarts from 0; at the end
-// acc = lo + acc, the sum split_sum forms from two CTAs' partials (k_splits = 2): the same bits.
-template <int R>
-__device__ __forceinline__ void start_second_range(float (&lo)[R], float (&acc)[R]) {
-#pragma unroll
-  for (int i = 0; i < R; ++i) {
-    lo[i] = acc[i];
-    acc[i] = 0.0f;
-  }
-}
-template <int R>
-__device__ __forceinline__ void join_ranges(const float (&lo)[R], float (&acc)[R]) {
-#pragma unroll
-  for (int i = 0; i < R; ++i) acc[i] = lo[i] + acc[i];
-}
-
-// wgmma m64nNk32 e4m3 x e4m3 -> f32 (wgmma_sm90.cuh's wgmma_e4m3 with acc_in = 0: scale-d false, D =
-// A·B, a fresh partial per 32-K weight-scale block). Accumulator fragment (the PTX ISA's m64nN f32 D
-// layout, as moe_prefill_wgmma.cu's verified bf16 one): warp w of the warpgroup holds rows 16w +
-// lane/4 and 16w + lane/4 + 8; register 4j + e holds column 8j + 2 (lane % 4) + (e % 2) of row + 8 (e / 2).
-
-// Grid: (n / 64, max items, weight sets). Per output element the K order is fixed by K alone: 32-K
-// partials from the tensor core, each scaled by (ue8m0 weight scale x act block scale) in f32 and added
-// in ascending K. This shared-memory form takes items of 32 rows (the register-A form below, <= 16).
-template <int NT, bool PK, bool WALK>
-__global__ void __launch_bounds__(kThreads) moe_fp4_wgmma_kernel(SkinnyGemmArgs args) {
-  enter_dependent_kernel();
-#if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using L = Layout<NT>;
-  constexpr int R = NT / 2;  // accumulator registers per thread
-  extern __shared__ __align__(1024) std::uint8_t smem_in[];
-  std::uint8_t* smem = align1024(smem_in);
-  __shared__ std::int32_t rows_s[NT];
-
-  if (static_cast<int>(blockIdx.y) >= *args.item_count) return;
-  const CtaTile t = begin_tile<NT>(args, rows_s, smem + L::kWs);
-  __syncthreads();
-  const int tid = threadIdx.x, ktiles = t.ktiles;
-
-  // Stage `st` <- K tile kt: 64 fp4 row pieces of 64 bytes and the activations.
-  auto load_weights = [&](int st, int kt) {
-    std::uint8_t* raw = smem + L::kRaw + st * kRawTile;
-#pragma unroll
-    for (int i = 0; i < kRawTile / 16 / kThreads; ++i) {
-      const int idx = tid + i * kThreads, r = idx / 4, c = idx % 4;
-      cp_async_weight16(smem_u32(raw + r * kRawRow + c * 16),
-                        t.w_bytes + r * (args.k / 2) + static_cast<std::int64_t>(kt) * kRawRow + c * 16);
-    }
-  };
-  auto load_x = [&](int st, int kt) {
-    load_acts<NT>(args, rows_s, smem + L::kB + st * L::kBTile, reinterpret_cast<float*>(smem + L::kXs + st * NT * 4),
-                  t.kt0 + kt);
-  };
-  auto load_tile = [&](int st, int kt) {
-    load_weights(st, kt);
-    load_x(st, kt);
-  };
-  // Thread t widens half h = t % 2 of weight row t / 2 of a stage (64 K = 32 bytes) into the swizzled
-  // e4m3 tile `buf`: 16-byte chunk 4h + i holds K 16 (4h + i) .. + 15 in order (nibble j of a byte
-  // pair = element j: the layout fp4x8_to_bf16x8 decodes on the same weights).
-  auto widen_tile = [&](int st, int buf) {
-    const int r = tid / 2, h = tid % 2;
-    const std::uint8_t* raw = smem + L::kRaw + st * kRawTile + r * kRawRow + h * 32;
-    const uint4 lo = *reinterpret_cast<const uint4*>(raw), hi = *reinterpret_cast<const uint4*>(raw + 16);
-    const std::uint32_t words[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-    std::uint8_t* dst = smem + L::kA + buf * kATile;
-    if constexpr (PK) {  // K step 2h + i: its low nibbles (scaled e4m3) in chunk 4h + 2i, high in + 1
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        uint2 e[4];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) e[j] = e2m1x8_to_e4m3x8_scaled(words[4 * i + j]);
-        *reinterpret_cast<uint4*>(dst + wg::swizzled(r, h * 4 + 2 * i)) = make_uint4(e[0].x, e[1].x, e[2].x, e[3].x);
-        *reinterpret_cast<uint4*>(dst + wg::swizzled(r, h * 4 + 2 * i + 1)) = make_uint4(e[0].y, e[1].y, e[2].y, e[3].y);
-      }
-    } else {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const std::uint32_t w0 = words[2 * i], w1 = words[2 * i + 1];
-        *reinterpret_cast<uint4*>(dst + wg::swizzled(r, h * 4 + i)) =
-            make_uint4(e2m1x4_to_e4m3x4(w0 & 0xffffu), e2m1x4_to_e4m3x4(w0 >> 16), e2m1x4_to_e4m3x4(w1 & 0xffffu),
-                       e2m1x4_to_e4m3x4(w1 >> 16));
-      }
-    }
-  };
-
-  float acc[R];
-  [[maybe_unused]] float lo[R];  // WALK: the first K range's sum
-#pragma unroll
-  for (int i = 0; i < R; ++i) acc[i] = 0.0f;
-  float part[4][R];  // one fresh 32-K partial per weight-scale block of a stage (wgmma scale-d = 0)
-#pragma unroll
-  for (int s = 0; s < 4; ++s)
-#pragma unroll
-    for (int i = 0; i < R; ++i) part[s][i] = 0.0f;
-  // Groups: one per stage; the prologue's stages (and the scale copies) form the first, S - 2 empty
-  // groups keep the loop's count.
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s)
-    if (s < ktiles) load_tile(s, s);
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) cp_async_commit_group();
-  cp_async_wait_group<kStages - 2>();
-  __syncthreads();
-  widen_tile(0, 0);
-  wg::fence_proxy_async();
-  __syncthreads();
-
-  auto stage = [&](int kt) {
-    // The stage of kt - 1 is free: its raw tile was widened before kt - 1's wgmma, which is done.
-    if (kt + kStages - 1 < ktiles) load_tile((kt + kStages - 1) % kStages, kt + kStages - 1);
-    cp_async_commit_group();
-    const std::uint32_t a_addr = smem_u32(smem + L::kA + (kt % 2) * kATile);
-    const std::uint32_t b_addr = smem_u32(smem + L::kB + (kt % kStages) * L::kBTile);
-    for (auto& p : part) wg::fence_operands(p);
-    wg::wgmma_fence();
-    // K step s: 32 e4m3 = 32 bytes into each 128-byte swizzled row (the start address advances by 32).
-#pragma unroll
-    for (int s = 0; s < 4; ++s)
-      wg::wgmma_e4m3(part[s], wg::smem_desc(a_addr + s * 32), wg::smem_desc(b_addr + s * 32), 0);
-    wg::wgmma_commit();
-    if (kt + 1 < ktiles) {  // widen the next tile while the tensor cores work on this one
-      cp_async_wait_group<kStages - 2>();
-      __syncthreads();
-      widen_tile((kt + 1) % kStages, (kt + 1) % 2);
-    }
-    wg::wgmma_wait_all();
-    for (auto& p : part) wg::fence_operands(p);
-    scale_partials<NT, PK>(acc, part, smem + L::kWs, t.wstride, t.r_lo, kt,
-                       reinterpret_cast<const float*>(smem + L::kXs + (kt % kStages) * NT * 4));
-    wg::fence_proxy_async();  // this thread's cp.async and widened rows, for the next wgmma
-    __syncthreads();
-  };
-  // WALK: the second K range restarts the sum between two loops (no per-stage test: the loop bodies
-  // stay the one-range kernel's).
-  const int mid = WALK ? ktiles / 2 : ktiles;
-  for (int kt = 0; kt < mid; ++kt) stage(kt);
-  if constexpr (WALK) {
-    start_second_range(lo, acc);
-    for (int kt = mid; kt < ktiles; ++kt) stage(kt);
-    join_ranges(lo, acc);
-  }
-  finish_cta<NT>(args, acc, t);
-#else
-  __trap();
-#endif
-}
-
 // ---- register-A form (items of <= 16 rows) --------------------------------------------------------
 // The fp4 tile is not widened into shared memory: each thread converts the bytes of its own wgmma A
 // fragment (rows lane/4 and + 8 of its warp's 16, K 4q..4q+3 and 16+4q.. of each 32-K step, q =
 // lane % 4) straight from the cp.async ring into registers, so a stage costs one barrier, no e4m3
 // stores and no A reads by the tensor core from shared memory. Same e4m3 codes, same K order inside
 // each 32-K step (the A fragment is the one the swizzled tile describes), same f32 scaling and
-// ascending-K sum as the kernel above: bit-identical outputs.
+// ascending-K sum as the shared-memory form (moe_fp4_wgmma_smem.cu): bit-identical outputs.
 //
 // Written for few instructions per weight byte (session 6: the first version issued ~600 SASS
 // instructions per 128-K stage, issue-bound at ~2 TB/s; this one ~240 for items of 8, ~270 for 16;
@@ -781,17 +414,6 @@ __global__ void __launch_bounds__(kThreads, MINB) moe_fp4_wgmma_rega_kernel(Skin
 #endif
 }
 
-// Every launch asks for the largest shared-memory carveout: the driver's default may keep more L1 and
-// fit fewer CTAs per SM than the kernel's shared memory allows.
-template <typename Kernel>
-void launch_kernel(Kernel kernel, int smem, const SkinnyGemmArgs& args, int grid_y, int grid_z, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(args.n / kRows * args.k_splits), static_cast<unsigned>(grid_y),
-                  static_cast<unsigned>(grid_z));
-  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
-  launch_chained(kernel, grid, kThreads, static_cast<std::size_t>(smem), stream, args);
-}
-
 // Items of <= 16 rows: the register-A form, act block 128 or 32 (V4.1); items of 32 rows: the
 // shared-memory form. 5 stages: 5 CTAs per SM for 8-row items, 4 for 16 (their shared memory, 40 / 45
 // KB at K 4096, allows no more). A small grid (V4-Flash at one token: 384 live CTAs of 448 launched,
@@ -841,7 +463,7 @@ void launch_rega(const SkinnyGemmArgs& args, int grid_y, int grid_z, bool early,
 template <int NT, bool PK>
 void launch_config(const SkinnyGemmArgs& args, int grid_y, int grid_z, const MoeFp4WgmmaConfig& c,
                    cudaStream_t stream) {
-  const bool walk = args.k_ranges > args.k_splits;
+  [[maybe_unused]] const bool walk = args.k_ranges > args.k_splits;
   if constexpr (NT == 8) {
     if (args.k_splits > 1) {
       launch_rega<NT, 5, kSplitCtasPerSm, PK, false>(args, grid_y, grid_z, c.early, stream);
@@ -858,10 +480,8 @@ void launch_config(const SkinnyGemmArgs& args, int grid_y, int grid_z, const Moe
     } else {
       launch_rega<NT, 5, 4, PK, false>(args, grid_y, grid_z, c.early, stream);
     }
-  } else if (walk) {
-    launch_kernel(moe_fp4_wgmma_kernel<NT, PK, true>, Layout<NT>::bytes(cta_k(args)), args, grid_y, grid_z, stream);
   } else {
-    launch_kernel(moe_fp4_wgmma_kernel<NT, PK, false>, Layout<NT>::bytes(cta_k(args)), args, grid_y, grid_z, stream);
+    launch_smem_form(args, grid_y, grid_z, PK, stream);
   }
 }
 
