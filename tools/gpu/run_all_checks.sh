@@ -71,7 +71,7 @@ if [ "$memcheck" = 1 ]; then
   sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
   parity=$(find build/gpu/tests -name ops_cuda_parity_test -type f -perm -u+x | head -1)
   timeout 200 "$sanitizer" --tool memcheck "$parity" \
-    --gtest_filter='CudaParity.MoeFp4Wgmma*:CudaParity.MoePrefillFp8*:CudaParity.Grouped*-CudaParity.MoeFp4WgmmaExpertShapes*' \
+    --gtest_filter='CudaParity.MoeFp4Wgmma*:CudaParity.MoePrefillFp8*:CudaParity.Grouped*:CudaParity.MoeDecode*:CudaParity.Fp8WgmmaDecodeFused*-CudaParity.MoeFp4WgmmaExpertShapes*' \
     >"$logs/memcheck.log" 2>&1
   stamp "wgmma tests under memcheck: exit $?, $(grep -E 'ERROR SUMMARY|^\[  PASSED' "$logs/memcheck.log" | tr '\n' ' ')"
 fi
