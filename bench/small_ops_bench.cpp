@@ -2,13 +2,12 @@
 // indexer 64 heads of 128, top-k 512) at a few token counts, each timed alone as the median of CUDA
 // graph replays (ops::cuda_time), with variants that isolate one stage of a fused op: hc_head (no
 // Sinkhorn, no norm) vs hc_mix (Sinkhorn, no collapse) vs hc_pre vs hc_pre_norm, rms_norm + rope vs
-// rms_norm_rope, and a sub-layer boundary's mHC chain with hc_post separate / folded into the next site. Prints one markdown table; "no GPU" elsewhere.
+// rms_norm_rope. Prints one markdown table; "no GPU" elsewhere.
 // usage: small_ops_bench [--tokens 1,8,32]
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <functional>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -91,43 +90,6 @@ void bench_mhc(Backend& b, std::int64_t t, std::vector<Row>& rows) {
   time_row(b, rows, "rms_norm_rope [T, 64, 512]", t, [&] { b.rms_norm_rope(q, nullptr, 1e-6f, positions, rope); });
 }
 
-// A sub-layer boundary (hc_post, the next site, and the hc_post that reads its comb) on backends with
-// hc_post_fused_max_rows off and on: what the fold takes off the chain.
-struct ChainBackends {
-  std::unique_ptr<Backend> plain, folded;
-};
-
-ChainBackends chain_backends() {
-  CudaBackendOptions o;
-  o.hc_post_fused_max_rows = 0;
-  ChainBackends c;
-  c.plain = make_cuda_backend(o);
-  o.hc_post_fused_max_rows = 63;
-  c.folded = make_cuda_backend(o);
-  return c;
-}
-
-void bench_mhc_chain(ChainBackends& c, std::int64_t t, std::vector<Row>& rows) {
-  Backend& b = *c.plain;
-  const int n = 4;
-  const std::int64_t d = 4096, mixes = (2 + n) * n;
-  const HcWeights w{b.upload(host_random({mixes, n * d}, 0.02f, 31)), b.upload(host_random({mixes}, 0.5f, 32)),
-                    b.upload(host_random({3}, 0.5f, 33))};
-  const Tensor norm = b.upload(host_random({d}, 1.0f, 34, DType::kBF16));
-  const Tensor residual = b.upload(host_random({t, n, d}, 1.0f, 35, DType::kBF16));
-  const Tensor f = b.upload(host_random({t, d}, 1.0f, 36, DType::kBF16));
-  Tensor post = b.upload(host_random({t, n}, 1.0f, 37)), comb = b.upload(host_random({t, n, n}, 0.5f, 38));
-  Tensor out = b.empty({t, n, d}, DType::kBF16), next = b.empty({t, n, d}, DType::kBF16);
-  Tensor y = b.empty({t, d}, DType::kBF16);
-  const HcOptions hc;
-  auto boundary = [&](Backend& be) {
-    be.hc_post_pre_norm(f, residual, post, comb, out, w, hc, norm, 1e-6f, y, post, comb);
-    be.hc_post(f, out, post, comb, next);
-  };
-  time_row(*c.plain, rows, "hc_post + hc_pre_norm + hc_post", t, [&] { boundary(*c.plain); });
-  time_row(*c.folded, rows, "hc_post_pre_norm folded + hc_post", t, [&] { boundary(*c.folded); });
-}
-
 // The CSA layer's indexer scores and top-k at a 1K context (256 compressed keys; scores 512 wide).
 void bench_indexer(Backend& b, std::int64_t t, std::vector<Row>& rows) {
   const std::int64_t keys = 256, width = 512;
@@ -168,13 +130,11 @@ int main(int argc, char** argv) {
     return 0;
   }
   try {
-    ChainBackends chain = chain_backends();
-    Backend& b = *chain.plain;
+    auto b = make_cuda_backend(0);
     std::vector<Row> rows;
     for (const std::int64_t t : parse_tokens(argc, argv)) {
-      bench_mhc(b, t, rows);
-      bench_mhc_chain(chain, t, rows);
-      bench_indexer(b, t, rows);
+      bench_mhc(*b, t, rows);
+      bench_indexer(*b, t, rows);
     }
     std::printf("# Decode small ops on %s (median of CUDA graph replays, 5 calls per graph)\n\n", info.name.c_str());
     std::printf("| op | tokens | us per call |\n| --- | ---: | ---: |\n");

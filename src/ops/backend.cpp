@@ -57,13 +57,6 @@ void Backend::hc_pre_norm(const Tensor& x, const HcWeights& w, const HcOptions& 
   rms_norm(y, &norm_weight, norm_eps, y);
 }
 
-void Backend::hc_post_pre_norm(const Tensor& f, const Tensor& residual, const Tensor& post, const Tensor& comb,
-                               Tensor& out, const HcWeights& w, const HcOptions& options, const Tensor& norm_weight,
-                               float norm_eps, Tensor& y, Tensor& post_out, Tensor& comb_out) {
-  hc_post(f, residual, post, comb, out);
-  hc_pre_norm(out, w, options, norm_weight, norm_eps, y, post_out, comb_out);
-}
-
 void Backend::hc_collapse(const Tensor&, const Tensor&, Tensor&) { missing(*this, "hc_collapse"); }
 
 void Backend::engram_gate(const Tensor&, const Tensor&, const Tensor&, const Tensor&, float, Tensor&) {

@@ -173,13 +173,6 @@ class Backend {
   // but must give the same result as the two ops within their parity bounds.
   virtual void hc_pre_norm(const Tensor& x, const HcWeights& w, const HcOptions& options, const Tensor& norm_weight,
                            float norm_eps, Tensor& y, Tensor& post, Tensor& comb);
-  // hc_post(f, residual, post, comb, out), then hc_pre_norm(out, w, options, norm_weight, norm_eps, y,
-  // post_out, comb_out): one sub-layer's exit and the next one's entry. post_out / comb_out may be post /
-  // comb (read before they are written); no other overlap. The base class runs the two ops (the
-  // reference); a backend may fuse them but must give the two ops' bits.
-  virtual void hc_post_pre_norm(const Tensor& f, const Tensor& residual, const Tensor& post, const Tensor& comb,
-                                Tensor& out, const HcWeights& w, const HcOptions& options, const Tensor& norm_weight,
-                                float norm_eps, Tensor& y, Tensor& post_out, Tensor& comb_out);
   // Final collapse: y = Σ_i (sigmoid(mix_i · scale + base_i) + hc_eps) · x_i.
   virtual void hc_head(const Tensor& x, const HcWeights& w, const HcOptions& options, Tensor& y) = 0;
 

@@ -31,34 +31,26 @@ void check_config(const io::ModelConfig& c, const Numerics& num) {
   }
 }
 
-// A sub-layer's output and mHC coefficients, whose hc_post the next site folds in
-// (Backend::hc_post_pre_norm): step-lived, since the last one crosses into the next layer.
-struct HcCarry {
-  Tensor f, post, comb;
-  bool pending = false;  // hc_post(f, other, post, comb) -> stream not issued yet
-};
-
-// One block: the stream goes `stream` → `other` (attention) → `stream` (MoE); the MoE's hc_post is left
-// pending in `carry` for the next block's entry (or the caller, after the last). hc_post never writes
-// over the residual it reads (the op contract forbids that overlap).
+// One block: the stream goes `stream` → `other` (attention) → `stream` (MoE). hc_post never
+// writes over the residual it reads (the op contract forbids that overlap).
 void block_forward(ForwardContext& cx, const io::LayerSpec& spec, const LayerWeights& w, const Step& step,
-                   Tensor& stream, Tensor& other, HcCarry& carry) {
+                   Tensor& stream, Tensor& other) {
   ops::Backend& be = cx.backend;
   const io::ModelConfig& c = cx.config;
+  const std::int64_t t = step.tokens, n = c.hc_mult;
   const ops::HcOptions hc{c.hc_sinkhorn_iters, static_cast<float>(c.hc_eps), cx.eps()};
-  Tensor x = cx.act(Shape{step.tokens, c.hidden_size});
+  Tensor x = cx.act(Shape{t, c.hidden_size});
+  Tensor post = cx.alloc(Shape{t, n}, DType::kF32);
+  Tensor comb = cx.alloc(Shape{t, n, n}, DType::kF32);
+  Tensor y = cx.act(Shape{t, c.hidden_size});
 
-  // hc_pre + rms_norm (fused on the GPU), after the previous block's hc_post when one is pending.
-  if (carry.pending)
-    be.hc_post_pre_norm(carry.f, other, carry.post, carry.comb, stream, w.hc_attn, hc, w.attn_norm, cx.eps(), x,
-                        carry.post, carry.comb);
-  else
-    be.hc_pre_norm(stream, w.hc_attn, hc, w.attn_norm, cx.eps(), x, carry.post, carry.comb);
-  attention_forward(cx, spec, w.attn, step, x, carry.f);
-  be.hc_post_pre_norm(carry.f, stream, carry.post, carry.comb, other, w.hc_ffn, hc, w.ffn_norm, cx.eps(), x,
-                      carry.post, carry.comb);
-  moe_forward(cx, spec, w.moe, step, x, carry.f);
-  carry.pending = true;
+  be.hc_pre_norm(stream, w.hc_attn, hc, w.attn_norm, cx.eps(), x, post, comb);  // hc_pre + rms_norm, fused on the GPU
+  attention_forward(cx, spec, w.attn, step, x, y);
+  be.hc_post(y, stream, post, comb, other);
+
+  be.hc_pre_norm(other, w.hc_ffn, hc, w.ffn_norm, cx.eps(), x, post, comb);
+  moe_forward(cx, spec, w.moe, step, x, y);
+  be.hc_post(y, other, post, comb, stream);
 }
 
 }  // namespace
@@ -213,17 +205,13 @@ void Model::forward(std::span<const Chunk> chunks, Tensor& logits) {
   const std::int64_t n = config_.hc_mult, dim = config_.hidden_size;
   Tensor stream = step_ws_.alloc(Shape{step.tokens, n, dim}, numerics_.act);
   Tensor stream_mid = step_ws_.alloc(Shape{step.tokens, n, dim}, numerics_.act);
-  HcCarry carry{step_ws_.alloc(Shape{step.tokens, dim}, numerics_.act),
-                step_ws_.alloc(Shape{step.tokens, n}, DType::kF32), step_ws_.alloc(Shape{step.tokens, n, n}, DType::kF32)};
   run_layers(step, stream.raw_data(), [&] {
     backend_.embedding(step.ids, weights_.embed, stream);
-    carry.pending = false;
     for (int layer = 0; layer < config_.num_layers; ++layer) {
       block_forward(cx, config_.layer(layer), weights_.layers[static_cast<std::size_t>(layer)], step, stream,
-                    stream_mid, carry);
+                    stream_mid);
       layer_ws_.reset();
     }
-    if (carry.pending) backend_.hc_post(carry.f, stream_mid, carry.post, carry.comb, stream);
   });
 
   if (rows > 0) {

@@ -1,6 +1,5 @@
-// CUDA backend mHC ops: hyper-connection mixing (hc_pre / hc_post / hc_head, hc_post_pre_norm, with V4.1's
-// hc_mix / hc_collapse) and V4.1's Engram gate. The MoE ops live in
-// backend_moe.cpp.
+// CUDA backend mHC ops: hyper-connection mixing (hc_pre / hc_post / hc_head, with V4.1's hc_mix /
+// hc_collapse) and V4.1's Engram gate. The MoE ops live in backend_moe.cpp.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -52,94 +51,48 @@ float* hc_partial_scratch(CudaBackend& be, const HcArgs& a) {
   return reinterpret_cast<float*>(be.scratch(static_cast<std::size_t>(floats) * sizeof(float), "hc mixing"));
 }
 
-// hc_pre_norm's arguments: the site's, the collapse y and its RMSNorm weight.
-HcArgs pre_norm_args(const CudaBackend& be, const Tensor& x, const HcWeights& w, const HcOptions& options,
-                     const Tensor& norm_weight, float norm_eps, Tensor& y, Tensor& post, Tensor& comb, const char* op) {
-  HcArgs a = site_args(be, x, w, options, post, comb, op);
-  const std::string name(op);
-  a.y = be.rows_of(y, a.d, (name + " y").c_str());
-  DI_CHECK(a.y.rows == a.x.rows, "{}: y {} for {} tokens", op, y.shape(), a.x.rows);
-  a.norm_w = be.rows_of(norm_weight, (name + " weight").c_str());
-  DI_CHECK(a.norm_w.width == a.d && a.norm_w.rows == 1, "{}: weight {} for rows of {}", op, norm_weight.shape(), a.d);
-  a.rms_eps = norm_eps;
-  return a;
-}
-
-// hc_post's operands, checked: f [T, D] and the residual stream, out of the residual's shape.
-struct PostOperands {
-  DevRows f, residual, out;
-  const float* post;
-  const float* comb;
-};
-
-PostOperands post_operands(const CudaBackend& be, const Tensor& f, const Tensor& residual, const Tensor& post,
-                           const Tensor& comb, const Tensor& out, const char* op) {
-  const HcShape s = check_stream(residual, op);
-  DI_CHECK(out.shape() == residual.shape(), "{}: out {} must match the stream {}", op, out.shape(), residual.shape());
-  const std::string name(op);
-  PostOperands o;
-  o.f = be.rows_of(f, s.d, (name + " f").c_str());
-  DI_CHECK(o.f.rows == s.tokens, "{}: f {} for {} tokens", op, f.shape(), s.tokens);
-  o.post = be.f32_of(post, s.tokens * s.n, (name + " post").c_str());
-  o.comb = be.f32_of(comb, s.tokens * s.n * s.n, (name + " comb").c_str());
-  o.residual = be.rows_of(residual, s.n * s.d, (name + " residual").c_str());
-  o.out = be.rows_of(out, s.n * s.d, (name + " out").c_str());
-  return o;
-}
-
 }  // namespace
-
-void CudaBackend::launch_hc_site(HcArgs& a, const char* op) {
-  activate();
-  a.partial = hc_partial_scratch(*this, a);
-  launch_hc_mix(a, stream_);
-  DI_CUDA_CHECK_LAUNCH(op);
-}
 
 void CudaBackend::hc_pre(const Tensor& x, const HcWeights& w, const HcOptions& options, Tensor& y, Tensor& post,
                          Tensor& comb) {
   HcArgs a = site_args(*this, x, w, options, post, comb, "hc_pre");
   a.y = rows_of(y, a.d, "hc_pre y");
   DI_CHECK(a.y.rows == a.x.rows, "hc_pre: y {} for {} tokens", y.shape(), a.x.rows);
-  launch_hc_site(a, "hc_pre");
+  activate();
+  a.partial = hc_partial_scratch(*this, a);
+  launch_hc_mix(a, stream_);
+  DI_CUDA_CHECK_LAUNCH("hc_pre");
 }
 
 // One kernel pair for hc_pre + rms_norm: the finish kernel normalises the collapsed row it holds
 // (same per-thread and per-warp order as rms_norm_kernel, so the result is bit-identical).
 void CudaBackend::hc_pre_norm(const Tensor& x, const HcWeights& w, const HcOptions& options, const Tensor& norm_weight,
                               float norm_eps, Tensor& y, Tensor& post, Tensor& comb) {
-  HcArgs a = pre_norm_args(*this, x, w, options, norm_weight, norm_eps, y, post, comb, "hc_pre_norm");
-  launch_hc_site(a, "hc_pre_norm");
-}
-
-// hc_post folded into the next site's partial kernel (hc_post_fused_max_rows; decode-sized steps, n <= 4):
-// one launch fewer, the same bits (the partial blocks compute hc_post_kernel's expression and sum the value
-// it would have stored). Otherwise the two ops.
-void CudaBackend::hc_post_pre_norm(const Tensor& f, const Tensor& residual, const Tensor& post, const Tensor& comb,
-                                   Tensor& out, const HcWeights& w, const HcOptions& options,
-                                   const Tensor& norm_weight, float norm_eps, Tensor& y, Tensor& post_out,
-                                   Tensor& comb_out) {
-  const HcShape s = check_stream(residual, "hc_post_pre_norm");
-  if (s.tokens > options_.hc_post_fused_max_rows || s.n > kHcFusedPostStreams || s.tokens >= kHcMixPrefillRows ||
-      s.tokens == 0 || s.n * s.d >= (std::int64_t{1} << 31)) {
-    Backend::hc_post_pre_norm(f, residual, post, comb, out, w, options, norm_weight, norm_eps, y, post_out, comb_out);
-    return;
-  }
-  const PostOperands o = post_operands(*this, f, residual, post, comb, out, "hc_post_pre_norm");
-  HcArgs a = pre_norm_args(*this, out, w, options, norm_weight, norm_eps, y, post_out, comb_out, "hc_post_pre_norm");
-  a.post_f = o.f;
-  a.post_residual = o.residual;
-  a.post_in = o.post;
-  a.comb_in = o.comb;
-  launch_hc_site(a, "hc_post_pre_norm");
+  HcArgs a = site_args(*this, x, w, options, post, comb, "hc_pre_norm");
+  a.y = rows_of(y, a.d, "hc_pre_norm y");
+  DI_CHECK(a.y.rows == a.x.rows, "hc_pre_norm: y {} for {} tokens", y.shape(), a.x.rows);
+  a.norm_w = rows_of(norm_weight, "hc_pre_norm weight");
+  DI_CHECK(a.norm_w.width == a.d && a.norm_w.rows == 1, "hc_pre_norm: weight {} for rows of {}",
+           norm_weight.shape(), a.d);
+  a.rms_eps = norm_eps;
+  activate();
+  a.partial = hc_partial_scratch(*this, a);
+  launch_hc_mix(a, stream_);
+  DI_CUDA_CHECK_LAUNCH("hc_pre_norm");
 }
 
 void CudaBackend::hc_post(const Tensor& f, const Tensor& residual, const Tensor& post, const Tensor& comb,
                           Tensor& out) {
   const HcShape s = check_stream(residual, "hc_post");
-  const PostOperands o = post_operands(*this, f, residual, post, comb, out, "hc_post");
+  DI_CHECK(out.shape() == residual.shape(), "hc_post: out {} must match the stream {}", out.shape(), residual.shape());
+  const DevRows rf = rows_of(f, s.d, "hc_post f");
+  DI_CHECK(rf.rows == s.tokens, "hc_post: f {} for {} tokens", f.shape(), s.tokens);
+  const float* pv = f32_of(post, s.tokens * s.n, "hc_post post");
+  const float* cv = f32_of(comb, s.tokens * s.n * s.n, "hc_post comb");
+  const DevRows rr = rows_of(residual, s.n * s.d, "hc_post residual");
+  const DevRows ro = rows_of(out, s.n * s.d, "hc_post out");
   activate();
-  launch_hc_post(o.f, o.residual, o.post, o.comb, s.n, s.d, o.out, stream_);
+  launch_hc_post(rf, rr, pv, cv, s.n, s.d, ro, stream_);
   DI_CUDA_CHECK_LAUNCH("hc_post");
 }
 
@@ -157,14 +110,20 @@ void CudaBackend::hc_head(const Tensor& x, const HcWeights& w, const HcOptions& 
   a.norm_eps = options.norm_eps;
   a.hc_eps = options.hc_eps;
   a.head = 1;
-  launch_hc_site(a, "hc_head");
+  activate();
+  a.partial = hc_partial_scratch(*this, a);
+  launch_hc_mix(a, stream_);
+  DI_CUDA_CHECK_LAUNCH("hc_head");
 }
 
 void CudaBackend::hc_mix(const Tensor& x, const HcWeights& w, const HcOptions& options, Tensor& pre, Tensor& post,
                          Tensor& comb) {
   HcArgs a = site_args(*this, x, w, options, post, comb, "hc_mix");
   a.pre = f32_mut(pre, a.x.rows * a.n, "hc_mix pre");  // a.y left empty: the collapse comes one site later
-  launch_hc_site(a, "hc_mix");
+  activate();
+  a.partial = hc_partial_scratch(*this, a);
+  launch_hc_mix(a, stream_);
+  DI_CUDA_CHECK_LAUNCH("hc_mix");
 }
 
 void CudaBackend::hc_collapse(const Tensor& x, const Tensor& pre, Tensor& y) {

@@ -173,14 +173,6 @@ struct CudaBackendOptions {
   // 4-layer V4 decode (2026-11-30, two pairs of runs): 1.25 / 2.06 / 4.09 / 7.32 / 9.00 ms with 0 ->
   // 1.13 / 1.91 / 3.89 / 7.03 / 8.76 at batch 1 / 8 / 32 / 128 / 256.
   int side_lane_max_rows = 256;
-  // hc_post_pre_norm of at most this many rows (0 = never; n <= 4 and rows < kHcMixPrefillRows) in one
-  // kernel pair: the partial blocks form the stream (hc_post's expression) before their dot products, one
-  // launch fewer per V4 sub-layer. Same bits either way. Off: measured only together with comb's Sinkhorn
-  // on the side stream (deleted after the same call): H200, 4-layer V4 decode, 0.979 / 1.70 / 3.36 ms at
-  // batch 1 / 8 / 32 with both vs 0.990 / 1.66 / 3.20 with the side lane alone and 0.969 / 1.65 / 3.19 with
-  // neither (docs/PERFORMANCE_CUDA_OPS.md, session 9 mhc): a gain at 1 row, a loss from 8; alone at 1 row
-  // not yet measured (run_option_ab.sh -- "" "hc_post_fused_max_rows=1").
-  int hc_post_fused_max_rows = 0;
 };
 
 // Sets the field named by "name=value" (ints; bools as 0 / 1 / true / false); an unknown name or a

@@ -20,8 +20,6 @@
 
 namespace deepinfer::ops::cuda {
 
-struct HcArgs;  // kernels.h
-
 // Bump layout of one op's temporaries inside the scratch buffer (256-byte aligned pieces).
 class ScratchLayout {
  public:
@@ -98,9 +96,6 @@ class CudaBackend final : public Backend, public GraphBackend {
                      const RopeTable& table) override;
   void hc_pre_norm(const Tensor& x, const HcWeights& w, const HcOptions& options, const Tensor& norm_weight,
                    float norm_eps, Tensor& y, Tensor& post, Tensor& comb) override;
-  void hc_post_pre_norm(const Tensor& f, const Tensor& residual, const Tensor& post, const Tensor& comb, Tensor& out,
-                        const HcWeights& w, const HcOptions& options, const Tensor& norm_weight, float norm_eps,
-                        Tensor& y, Tensor& post_out, Tensor& comb_out) override;
   void hc_head(const Tensor& x, const HcWeights& w, const HcOptions& options, Tensor& y) override;
   void hc_mix(const Tensor& x, const HcWeights& w, const HcOptions& options, Tensor& pre, Tensor& post,
               Tensor& comb) override;
@@ -180,8 +175,6 @@ class CudaBackend final : public Backend, public GraphBackend {
   bool side_forked_ = false;   // between fork_side_lane (that forked) and join_side_lane
   cudaStream_t main_stream_ = nullptr, side_stream_ = nullptr;
   cudaEvent_t fork_event_ = nullptr, join_event_ = nullptr;
-  // One mHC site's launches (slice partials, finish) with its partial-sum scratch.
-  void launch_hc_site(HcArgs& a, const char* op);
   // Device copies of the per-expert weight tables of moe_experts, keyed by a hash of the pointers.
   std::unordered_map<std::uint64_t, Tensor> expert_tables_;
 

@@ -56,7 +56,6 @@ constexpr std::array kFields = {
     NamedField{"indexer_mma_min_tokens", &CudaBackendOptions::indexer_mma_min_tokens},
     NamedField{"sampler_histogram_fill", &CudaBackendOptions::sampler_histogram_fill},
     NamedField{"side_lane_max_rows", &CudaBackendOptions::side_lane_max_rows},
-    NamedField{"hc_post_fused_max_rows", &CudaBackendOptions::hc_post_fused_max_rows},
 };
 
 std::string field_names() {

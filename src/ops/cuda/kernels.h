@@ -428,14 +428,7 @@ struct HcArgs {
   float* partial = nullptr;  // scratch: f32 [hc_mix_partial_floats(T, n, D, head)]
   DevRows norm_w;            // [1, D] RMSNorm weight: y <- rms_norm(y) in the same kernel (base null = none)
   float rms_eps = 0.0f;
-  // The previous sub-layer's hc_post folded into the partial kernel (post_residual.base non-null, n <=
-  // kHcFusedPostStreams, T < kHcMixPrefillRows, n · D < 2^31): x[t, k, :] = post_in[t, k] · post_f[t, :] + Σ_j
-  // comb_in[t, j, k] · post_residual[t, j, :] is written by the partial blocks and read by the finish.
-  DevRows post_f, post_residual;
-  const float* post_in = nullptr;
-  const float* comb_in = nullptr;
 };
-constexpr int kHcFusedPostStreams = 4;
 
 // Engram read-out gate (MODEL_SPEC B4.7): one block per (token, copy).
 struct EngramGateArgs {

@@ -63,8 +63,8 @@ __host__ __device__ inline int hc_slices(std::int64_t width) {
 // Tokens per partial block at a T-token step: about 4 blocks of tokens per (slice, chunk), so batch
 // 32 runs 256 blocks (one wave at two per SM) and reads fn 4 times instead of 32. Any grouping gives
 // the same bits (every token sums alone), so this is free to follow T.
-int hc_partial_group(std::int64_t tokens, int max_group) {
-  return static_cast<int>(std::min<std::int64_t>(max_group, std::max<std::int64_t>(1, (tokens + 3) / 4)));
+int hc_partial_group(std::int64_t tokens) {
+  return static_cast<int>(std::min<std::int64_t>(kMaxGroup, std::max<std::int64_t>(1, (tokens + 3) / 4)));
 }
 
 // Slot of the warp total that warp_sum16 leaves in this lane (lanes l and l ^ 1 hold the same one).
@@ -96,57 +96,12 @@ __device__ __forceinline__ float warp_sum16(float (&v)[kSumSlots]) {
   return v[0] + __shfl_xor_sync(0xffffffffu, v[0], 1);
 }
 
-// Tokens per partial block when the block also forms the stream (the folded hc_post: n + 1 more loads
-// per token and thread held in registers; 64 registers at launch bounds (512, 2)).
-constexpr int kFusedMaxGroup = 4;
-
-// The folded hc_post of hc_mix_partial_kernel<.., true>: x[t0 + g, i] for the group's tokens, each the
-// expression hc_post_kernel computes (the same fmaf chain in j order from 0, then post · f + acc),
-// written by the z = 0 blocks and returned rounded to x's dtype, i.e. the value the unfused partial
-// kernel reads back. Every load is issued before the first use; comb and post go through shared memory.
-template <int kGroupMax>
-__device__ __forceinline__ void hc_fused_post(const HcArgs& a, std::int64_t t0, int tokens, std::int64_t i, bool live,
-                                              float (&xs)[kGroupMax]) {
-  constexpr int kN = kHcFusedPostStreams;
-  __shared__ float coef_s[kGroupMax][kN * kN + kN];  // comb [j][k], then post [k]
-  const int n = a.n, nn = n * n, per = nn + n;
-  // 32-bit: n · D < 2^31 here (kernels.h), and a 64-bit division is a ~60-instruction call before the loads.
-  const int d32 = static_cast<int>(a.d), i32 = static_cast<int>(i);
-  const int k = live ? i32 / d32 : 0, c = live ? i32 - k * d32 : 0;
-  std::uint32_t rb[kGroupMax][kN], fb[kGroupMax];
-#pragma unroll
-  for (int g = 0; g < kGroupMax; ++g) {
-    const bool on = live && g < tokens;
-#pragma unroll
-    for (int j = 0; j < kN; ++j) rb[g][j] = on && j < n ? load_bits(a.post_residual, t0 + g, j * a.d + c) : 0u;
-    fb[g] = on ? load_bits(a.post_f, t0 + g, c) : 0u;
-  }
-  for (int e = static_cast<int>(threadIdx.x); e < tokens * per; e += static_cast<int>(blockDim.x)) {
-    const int g = e / per, r = e % per;
-    coef_s[g][r] = r < nn ? a.comb_in[(t0 + g) * nn + r] : a.post_in[(t0 + g) * n + r - nn];
-  }
-  __syncthreads();
-#pragma unroll
-  for (int g = 0; g < kGroupMax; ++g) {
-    float acc = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kN; ++j)
-      if (j < n) acc = fmaf(coef_s[g][j * n + k], bits_value(a.post_residual, rb[g][j]), acc);
-    const float v = coef_s[g][nn + k] * bits_value(a.post_f, fb[g]) + acc;
-    if (live && g < tokens && blockIdx.z == 0) store_elem(a.x, t0 + g, i, v);
-    xs[g] = round_like(a.x.bf16, v);
-  }
-}
-
 // grid (slices, token groups, mix chunks): partial[t, s, m] = Σ_{i in slice s} fn[m, i] · x[t, i] for
 // every mix m, and partial[t, s, n_mix] = Σ x[t, i]² over the slice. Each token of the group sums
 // exactly as a block of its own did: per thread one product fmaf(fn, x, 0), the warp's xor tree
 // (warp_sum16 == warp_sum), then the 16 warps in order — so the bits never depend on the group.
-// kFusePost: the block first forms its slice of x from the previous sub-layer (hc_fused_post), so
-// hc_post needs no launch of its own; the sums are the same expressions of the same values.
-template <int kGroupMax, bool kFusePost>
 __global__ void __launch_bounds__(kPartialThreads, 2) hc_mix_partial_kernel(HcArgs a, int group) {
-  __shared__ float red[kGroupMax][kPartialThreads / 32][kMixChunk + 1];
+  __shared__ float red[kMaxGroup][kPartialThreads / 32][kMixChunk + 1];
   const int slice = blockIdx.x, slices = gridDim.x;
   const std::int64_t t0 = static_cast<std::int64_t>(blockIdx.y) * group;
   const int tokens = static_cast<int>(min(static_cast<std::int64_t>(group), a.x.rows - t0));
@@ -166,22 +121,15 @@ __global__ void __launch_bounds__(kPartialThreads, 2) hc_mix_partial_kernel(HcAr
   for (int m = 0; m < kMixChunk; ++m) fv[m] = live && m0 + m < n_mix ? a.fn[(m0 + m) * width + i] : 0.0f;
   grid_dependency_wait();
   allow_dependents_early();  // the finish kernel may start: it reads nothing but weights before its own wait
-  std::uint32_t xb[kGroupMax];
-  float xs[kGroupMax];
-  if constexpr (kFusePost) {
-    hc_fused_post<kGroupMax>(a, t0, tokens, i, live, xs);
-  } else {
+  std::uint32_t xb[kMaxGroup];
 #pragma unroll
-    for (int g = 0; g < kGroupMax; ++g) xb[g] = live && g < tokens ? load_bits(a.x, t0 + g, i) : 0u;
-  }
+  for (int g = 0; g < kMaxGroup; ++g) xb[g] = live && g < tokens ? load_bits(a.x, t0 + g, i) : 0u;
   const int slot = warp_sum16_slot(lane);
 #pragma unroll
-  for (int g = 0; g < kGroupMax; ++g) {
+  for (int g = 0; g < kMaxGroup; ++g) {
     if (g >= tokens) break;
     float acc[kSumSlots];
-    float xv;
-    if constexpr (kFusePost) xv = xs[g];
-    else xv = bits_value(a.x, xb[g]);
+    const float xv = bits_value(a.x, xb[g]);
 #pragma unroll
     for (int m = 0; m < kMixChunk; ++m) acc[m] = live ? fmaf(fv[m], xv, 0.0f) : 0.0f;
     acc[kMixChunk] = live ? fmaf(xv, xv, 0.0f) : 0.0f;
@@ -626,15 +574,11 @@ void launch_hc_mix(const HcArgs& args, cudaStream_t stream) {
   if (args.x.rows == 0) return;
   const int slices = hc_slices(static_cast<std::int64_t>(args.n) * args.d);
   const int n_mix = args.head ? args.n : (2 + args.n) * args.n;
-  const bool fuse_post = args.post_residual.base != nullptr;  // the caller checked n and T (kernels.h)
-  if (fuse_post || !launch_hc_mix_partial_prefill(args, kHcSplit, kPartialThreads, stream)) {  // prefill: fn per 64 tokens
-    const int group = hc_partial_group(args.x.rows, fuse_post ? kFusedMaxGroup : kMaxGroup);
+  if (!launch_hc_mix_partial_prefill(args, kHcSplit, kPartialThreads, stream)) {  // prefill: fn read per 64 tokens
+    const int group = hc_partial_group(args.x.rows);
     const dim3 grid(static_cast<unsigned>(slices), static_cast<unsigned>((args.x.rows + group - 1) / group),
                     static_cast<unsigned>((n_mix + kMixChunk - 1) / kMixChunk));
-    if (fuse_post)
-      launch_chained(hc_mix_partial_kernel<kFusedMaxGroup, true>, grid, dim3(kPartialThreads), 0, stream, args, group);
-    else
-      launch_chained(hc_mix_partial_kernel<kMaxGroup, false>, grid, dim3(kPartialThreads), 0, stream, args, group);
+    launch_chained(hc_mix_partial_kernel, grid, dim3(kPartialThreads), 0, stream, args, group);
   }
   const int finish_threads = args.head ? kFinishThreads : kFinishThreads + 32;  // + the Sinkhorn warp
   launch_chained(hc_mix_finish_kernel, dim3(static_cast<unsigned>(args.x.rows)), dim3(finish_threads), 0, stream, args,
