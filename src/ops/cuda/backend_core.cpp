@@ -93,6 +93,9 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options) : device_(options.de
   DI_CUBLAS_CHECK(cublasLtCreate(&lt_));
   DI_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&err_), kErrorWords * sizeof(int)));
   DI_CUDA_CHECK(cudaMemsetAsync(err_, 0, kErrorWords * sizeof(int), stream_));
+  const std::size_t flag_bytes = 2 * kFp8TileFlags * sizeof(int);
+  DI_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&fp8_tile_flags_), flag_bytes));
+  DI_CUDA_CHECK(cudaMemsetAsync(fp8_tile_flags_, 0, flag_bytes, stream_));
   cublas_workspace_bytes_ = std::size_t{32} << 20;
   DI_CUDA_CHECK(cudaMalloc(&cublas_workspace_[0], cublas_workspace_bytes_));
   main_stream_ = stream_;
@@ -115,6 +118,7 @@ CudaBackend::~CudaBackend() {
   for (ScratchArena& arena : scratch_) arena.owner.reset();  // frees the buffers (graphs must not outlive their backend)
   for (void* w : cublas_workspace_) cudaFree(w);
   cudaFree(err_);
+  cudaFree(fp8_tile_flags_);
   if (lt_ != nullptr) cublasLtDestroy(lt_);
   for (cudaEvent_t e : {fork_event_, join_event_})
     if (e != nullptr) cudaEventDestroy(e);

@@ -408,18 +408,6 @@ bool CudaBackend::fp8_wgmma_eligible(const DevRows& x, const LinearWeight& w, in
 // Zeroed per-tile counters of the wgmma decode GEMM's split-K fix-up for the lane ops are issued on
 // (each launch leaves them zero again). Made on first use outside a graph capture (the warm-up step
 // before a capture runs the same linears); null during a capture before that: the reduce launch then.
-int* CudaBackend::fp8_tile_flags() {
-  Tensor& flags = fp8_tile_flags_[lane_];
-  if (!flags.defined()) {
-    if (capturing()) return nullptr;
-    Tensor made = empty({kFp8TileFlags}, DType::kI32);
-    DI_CUDA_CHECK(cudaMemsetAsync(made.raw_data(), 0, static_cast<std::size_t>(made.nbytes()), stream_));
-    DI_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    flags = std::move(made);
-  }
-  return static_cast<int*>(flags.raw_data());
-}
-
 void CudaBackend::gemm_fp8_wgmma(const DevRows& x, const LinearWeight& w, const DevRows& out) {
   const std::int64_t m = x.rows, n = out.width, k = x.width;
   const int splits = fp8_wgmma_decode_splits(n, k, sm_count_);

@@ -194,10 +194,11 @@ class CudaBackend final : public Backend, public GraphBackend {
   // FP8 decode GEMM on sm_90a wgmma (up to 64 rows, fp8 128x128-block weights, act block 128).
   bool fp8_wgmma_eligible(const DevRows& x, const LinearWeight& w, int act_block) const;
   void gemm_fp8_wgmma(const DevRows& x, const LinearWeight& w, const DevRows& out);
-  // The split-K fix-up's zeroed per-tile counters of the current lane (null: use the reduce launch).
-  int* fp8_tile_flags();
+  // The split-K fix-up's per-tile counters of the current lane (the lanes' GEMMs may run at once): zeroed
+  // when the backend is made (a first FP8 GEMM may come inside a graph capture); each launch leaves them zero.
+  int* fp8_tile_flags() const { return fp8_tile_flags_ + lane_ * kFp8TileFlags; }
   static constexpr std::int64_t kFp8TileFlags = 4096;  // 64-row tiles: N up to 262144
-  Tensor fp8_tile_flags_[2];  // [lane]: the lanes' GEMMs may run at once
+  int* fp8_tile_flags_ = nullptr;                      // [2 lanes][kFp8TileFlags]
   void gemm_skinny_bf16(const DevRows& x, std::span<const LinearWeight> ws, const DevRows& out);
   bool gemm_cublas_fp8(const DevRows& x, const LinearWeight& w, const DevRows& out);
   const DevWeight* expert_table(std::span<const ExpertWeights> experts, int which, std::uint64_t key);
