@@ -252,24 +252,6 @@ __device__ __forceinline__ std::uint64_t b_desc(std::uint32_t lo) {
   return (wg::smem_desc(0) & ~std::uint64_t{0xffffffffu}) | lo;
 }
 
-// d = A · B (m64n8k32 / m64n16k32, A in registers, B by descriptor) with d written only: scale-d 0, so
-// the registers' old values are dead before the instruction and the compiler may reuse them meanwhile.
-template <typename = void>
-__device__ __forceinline__ void wgmma_e4m3_rs_fresh(float (&d)[4], const std::uint32_t (&a)[4], std::uint64_t db) {
-  asm volatile(
-      "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, 0, 1, 1;\n"
-      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
-}
-template <typename = void>
-__device__ __forceinline__ void wgmma_e4m3_rs_fresh(float (&d)[8], const std::uint32_t (&a)[4], std::uint64_t db) {
-  asm volatile(
-      "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, "
-      "%12, 0, 1, 1;\n"
-      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]), "=f"(d[5]), "=f"(d[6]), "=f"(d[7])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
-}
-
 // EARLY (CudaBackendOptions::moe_fp4_wgmma_early): the CTA reads its item, the expert table and the
 // activation rows, and issues its prologue's weight stages and weight scales BEFORE griddepcontrol.wait,
 // the activations after it. Safe because everything read before the wait is either immutable (weights,
@@ -390,7 +372,7 @@ __global__ void __launch_bounds__(kThreads, MINB) moe_fp4_wgmma_rega_kernel(Skin
     wg::wgmma_fence();
     const std::uint32_t d = desc_lo + (cur >> 4);
 #pragma unroll
-    for (int s = 0; s < 4; ++s) wgmma_e4m3_rs_fresh(part[s], a[s], b_desc(d + 2 * s));  // + 32 B a K step
+    for (int s = 0; s < 4; ++s) wg::wgmma_e4m3_rs_fresh(part[s], a[s], b_desc(d + 2 * s));  // + 32 B a K step
     wg::wgmma_commit();
     prev2 = prev;
     prev = cur;
